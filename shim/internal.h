@@ -1,0 +1,110 @@
+/* Declarations shared between the shim's files, grouped by the file that owns them. The id enum, the
+ * names, kinds and function-pointer types of hooked entry points are generated from hooks.def.
+ * Locking: see each group. */
+#ifndef AG_INTERNAL_H
+#define AG_INTERNAL_H
+
+/* The shim must define deprecated entry points too (old programs still call them). */
+#define CUDA_ENABLE_DEPRECATED
+#include <cuda.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "options.h"
+
+/* cuda.h maps these API names to their newest ABI symbol; hooks.def names the legacy symbols too. */
+#undef cuGetProcAddress
+#undef cuEventElapsedTime
+#undef cuStreamBeginCapture
+#undef cuStreamGetCaptureInfo
+
+#define AG_EXPORT __attribute__((visibility("default")))
+#define AG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define AG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define AG_TLS __thread __attribute__((tls_model("initial-exec")))
+
+typedef enum {
+#define AG_HOOK(kind, name, params, args) AG_ID_##name,
+#include "hooks.def"
+#undef AG_HOOK
+    AG_ID_COUNT
+} ag_id_t;
+
+typedef enum {
+    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT,
+    AG_KIND_STREAM, AG_KIND_HOSTFN, AG_KIND_MEMOP, AG_KIND_ALLOC, AG_KIND_FREE, AG_KIND_GRAPH,
+    AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
+} ag_kind_t;
+
+#define AG_HOOK(kind, name, params, args) typedef CUresult(CUDAAPI *ag_fn_##name##_t) params;
+#include "hooks.def"
+#undef AG_HOOK
+
+/* ---- hooktab.c: names, kinds and lookup tables of hooked entry points. ---- */
+extern const char *const ag_hook_names[AG_ID_COUNT];
+extern const unsigned char ag_hook_kinds[AG_ID_COUNT];
+void ag_hooktab_init(void);
+/* Records the driver's address for an id (while binding). */
+void ag_hooktab_add_real(ag_id_t id, void *real);
+/* Id of a hooked ABI name, or -1. Cheap; usable before binding. */
+int ag_hook_by_name(const char *name);
+/* Id whose real driver address is `real`, or -1. */
+int ag_hook_by_real(const void *real);
+/* 1 when `symbol` names an API family we hook (any version or stream variant of it). */
+int ag_hook_family_known(const char *symbol);
+
+/* ---- core.c: start-up, binding to the real driver, fork. ----
+ * ag_real[] is written once under a pthread_once before ag_bound is released; read-only after. */
+extern void *ag_real[AG_ID_COUNT];
+extern atomic_int ag_bound;
+/* Depth of the shim's own calls into CUDA or CUPTI on this thread: hooks reached from there pass
+ * straight through, uncounted. */
+extern AG_TLS int ag_guard;
+
+void ag_bind_cuda(void);
+static inline void *ag_real_get(ag_id_t id)
+{
+    if (AG_UNLIKELY(!atomic_load_explicit(&ag_bound, memory_order_acquire)))
+        ag_bind_cuda();
+    return ag_real[id];
+}
+/* The hook's own address for an id (interpose.c). */
+void *ag_hook_addr(ag_id_t id);
+/* Real dlsym, resolved in the constructor. */
+extern void *(*ag_real_dlsym)(void *, const char *);
+
+/* ---- stats.c: per-thread call counters and the JSON report. ----
+ * Each thread writes only its own block (relaxed atomics, no contention); blocks of exited threads are
+ * folded into the global totals under a mutex taken once per thread lifetime. */
+typedef struct ag_tcount {
+    _Atomic uint64_t n[AG_ID_COUNT];
+    struct ag_tcount *next;
+} ag_tcount_t;
+extern AG_TLS ag_tcount_t *ag_tc;
+ag_tcount_t *ag_tcount_attach(void);
+static inline void ag_count(ag_id_t id)
+{
+    ag_tcount_t *t = ag_tc;
+    if (AG_UNLIKELY(!t))
+        t = ag_tcount_attach();
+    if (AG_LIKELY(t != NULL))
+        atomic_store_explicit(&t->n[id], atomic_load_explicit(&t->n[id], memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+}
+extern atomic_ulong ag_unmatched_proc;
+void ag_stats_totals(uint64_t out[AG_ID_COUNT]);
+void ag_stats_fork_child(void);
+void ag_stats_fork_prepare(void);
+void ag_stats_fork_parent(void);
+/* Writes AUTOGRAPH_STATS and the info summary; called once at exit. */
+void ag_stats_report(int forked_child);
+
+/* ---- cupti/observer.c: the CUPTI launch observer. ---- */
+/* Subscribes if AUTOGRAPH_CUPTI asks for it; called after a successful cuInit. Returns 0 or -errno. */
+int ag_cupti_start(void);
+/* Launches CUPTI saw on API entry; -1 when the observer is not running. */
+long long ag_cupti_launches(void);
+const char *ag_cupti_library(void);
+
+#endif

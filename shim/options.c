@@ -1,0 +1,153 @@
+/* The AUTOGRAPH_* options table, its parser and the env.example writer. Pure C, no CUDA: linked into
+ * the preloaded library and into the autograph CLI (which prints env.example from this table, and a
+ * test checks that the file in the repository matches it). */
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+static const ag_option_desc_t descs[AG_OPT_COUNT] = {
+    [AG_OPT_LOG] = {"AUTOGRAPH_LOG", AG_OPT_ENUM, "warn", "error|warn|info|debug|trace",
+                    "Messages written to stderr, prefixed 'autograph:'. 'info' adds a one-line summary at exit."},
+    [AG_OPT_STATS] = {"AUTOGRAPH_STATS", AG_OPT_STRING, "", "path",
+                      "Write statistics as JSON to this file at process exit (call counts per hooked entry "
+                      "point, kernel launches). '%p' is replaced by the process id; a forked child writes "
+                      "statistics only when the path contains '%p'."},
+    [AG_OPT_SCOPE] = {"AUTOGRAPH_SCOPE", AG_OPT_ENUM, "all", "off|all",
+                      "Which work the shim may take over. 'off' passes every call straight to the driver "
+                      "(statistics are still counted)."},
+    [AG_OPT_CUPTI] = {"AUTOGRAPH_CUPTI", AG_OPT_ENUM, "off", "off|always",
+                      "CUPTI observer. 'always' subscribes to the driver's launch callbacks for the whole "
+                      "run and reports the launches CUPTI saw next to the ones the hooks saw (coverage)."},
+    [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
+                          "libcupti to open instead of searching the usual places (the CUDA toolkit's "
+                          "extras/CUPTI/lib64, the library path)."},
+};
+
+static ag_opt_value_t values[AG_OPT_COUNT];
+
+const ag_option_desc_t *ag_option_descs(size_t *count)
+{
+    if (count)
+        *count = AG_OPT_COUNT;
+    return descs;
+}
+
+/* Finds `value` among the '|'-separated words of `list`; returns its index or -1. */
+static int enum_index(const char *list, const char *value)
+{
+    size_t vlen = strlen(value);
+    int idx = 0;
+    for (const char *p = list;; idx++) {
+        const char *bar = strchr(p, '|');
+        size_t wlen = bar ? (size_t)(bar - p) : strlen(p);
+        if (wlen == vlen && strncmp(p, value, vlen) == 0)
+            return idx;
+        if (!bar)
+            return -1;
+        p = bar + 1;
+    }
+}
+
+static int parse(const ag_option_desc_t *d, const char *value, ag_opt_value_t *v)
+{
+    switch (d->kind) {
+    case AG_OPT_ENUM: {
+        int i = enum_index(d->values, value);
+        if (i < 0)
+            return -EINVAL;
+        v->num = i;
+        v->text = value;
+        return 0;
+    }
+    case AG_OPT_INT: {
+        long lo = 0, hi = LONG_MAX;
+        char *end;
+        if (sscanf(d->values, "%ld..%ld", &lo, &hi) != 2)
+            return -EINVAL;
+        errno = 0;
+        long n = strtol(value, &end, 10);
+        if (errno || end == value || *end || n < lo || n > hi)
+            return -EINVAL;
+        v->num = n;
+        v->text = value;
+        return 0;
+    }
+    case AG_OPT_STRING:
+        v->num = 0;
+        v->text = value;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int ag_option_check(const ag_option_desc_t *d, const char *value, char *out, size_t outlen)
+{
+    ag_opt_value_t v;
+    int rc = parse(d, value, &v);
+    if (rc == 0 && out && outlen)
+        snprintf(out, outlen, "%s", v.text);
+    return rc;
+}
+
+static const ag_option_desc_t *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < AG_OPT_COUNT; i++)
+        if (strlen(descs[i].name) == len && strncmp(descs[i].name, name, len) == 0)
+            return &descs[i];
+    return NULL;
+}
+
+void ag_options_load(void (*warn)(const char *msg))
+{
+    char msg[512];
+    for (size_t i = 0; i < AG_OPT_COUNT; i++) {
+        const ag_option_desc_t *d = &descs[i];
+        const char *env = getenv(d->name);
+        if (parse(d, d->def, &values[i]) != 0) /* defaults are valid by construction */
+            values[i] = (ag_opt_value_t){0, d->def};
+        if (!env)
+            continue;
+        ag_opt_value_t v;
+        if (parse(d, env, &v) == 0) {
+            values[i] = v;
+        } else if (warn) {
+            snprintf(msg, sizeof msg, "%s='%s' is not valid (accepted: %s); using the default '%s'",
+                     d->name, env, d->values, d->def);
+            warn(msg);
+        }
+    }
+    if (!warn || !environ)
+        return;
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "AUTOGRAPH_", 10) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (!find(*e, len)) {
+            snprintf(msg, sizeof msg, "unknown variable %.*s is ignored (see env.example)", (int)len, *e);
+            warn(msg);
+        }
+    }
+}
+
+const ag_opt_value_t *ag_opt(ag_opt_id_t id)
+{
+    return &values[id];
+}
+
+int ag_options_write_env_example(FILE *f)
+{
+    fprintf(f, "# Every AUTOGRAPH_* environment variable, with its default and meaning.\n"
+               "# Generated from the options table (shim/options.c) by `autograph env`; a test fails\n"
+               "# when this file and the table disagree. A malformed value gives one warning and the default.\n");
+    for (size_t i = 0; i < AG_OPT_COUNT; i++) {
+        const ag_option_desc_t *d = &descs[i];
+        fprintf(f, "\n# %s\n# Accepted: %s\n%s=%s\n", d->doc, d->values, d->name, d->def);
+    }
+    return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,221 @@
+/* Call counters and the statistics report. Counting is per thread (no shared cache line on the launch
+ * path); exited threads fold into global totals; the report is summed at exit. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+AG_TLS ag_tcount_t *ag_tc;
+atomic_ulong ag_unmatched_proc;
+
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+static ag_tcount_t *live_blocks; /* blocks owned by running threads */
+static ag_tcount_t *free_blocks; /* blocks of exited threads, zeroed, for reuse */
+static _Atomic uint64_t retired[AG_ID_COUNT];
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+static void thread_exit(void *arg)
+{
+    ag_tcount_t *t = arg;
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < AG_ID_COUNT; i++) {
+        uint64_t n = atomic_load_explicit(&t->n[i], memory_order_relaxed);
+        atomic_fetch_add_explicit(&retired[i], n, memory_order_relaxed);
+        atomic_store_explicit(&t->n[i], 0, memory_order_relaxed);
+    }
+    for (ag_tcount_t **pp = &live_blocks; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    t->next = free_blocks;
+    free_blocks = t;
+    pthread_mutex_unlock(&blocks_lock);
+    ag_tc = NULL;
+}
+
+static void make_key(void)
+{
+    key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+ag_tcount_t *ag_tcount_attach(void)
+{
+    pthread_once(&key_once, make_key);
+    pthread_mutex_lock(&blocks_lock);
+    ag_tcount_t *t = free_blocks;
+    if (t)
+        free_blocks = t->next;
+    else
+        t = calloc(1, sizeof *t);
+    if (t) {
+        t->next = live_blocks;
+        live_blocks = t;
+    }
+    pthread_mutex_unlock(&blocks_lock);
+    if (t && key_ok)
+        pthread_setspecific(exit_key, t);
+    ag_tc = t;
+    return t;
+}
+
+void ag_stats_totals(uint64_t out[AG_ID_COUNT])
+{
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < AG_ID_COUNT; i++)
+        out[i] = atomic_load_explicit(&retired[i], memory_order_relaxed);
+    for (ag_tcount_t *t = live_blocks; t; t = t->next)
+        for (int i = 0; i < AG_ID_COUNT; i++)
+            out[i] += atomic_load_explicit(&t->n[i], memory_order_relaxed);
+    pthread_mutex_unlock(&blocks_lock);
+}
+
+void ag_stats_fork_prepare(void)
+{
+    pthread_mutex_lock(&blocks_lock);
+}
+
+void ag_stats_fork_parent(void)
+{
+    pthread_mutex_unlock(&blocks_lock);
+}
+
+/* The child counts its own calls only: the parent reports its own. */
+void ag_stats_fork_child(void)
+{
+    pthread_mutex_init(&blocks_lock, NULL);
+    for (int i = 0; i < AG_ID_COUNT; i++)
+        atomic_store_explicit(&retired[i], 0, memory_order_relaxed);
+    for (ag_tcount_t *t = live_blocks; t; t = t->next)
+        for (int i = 0; i < AG_ID_COUNT; i++)
+            atomic_store_explicit(&t->n[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&ag_unmatched_proc, 0, memory_order_relaxed);
+}
+
+/* Expands '%p' to the pid and '%%' to '%'. Returns 1 if the pattern contained '%p'. */
+static int expand_path(const char *pattern, char *out, size_t outlen)
+{
+    int has_pid = 0;
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < outlen; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            o += (size_t)snprintf(out + o, outlen - o, "%d", (int)getpid());
+            has_pid = 1;
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            out[o++] = '%';
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o < outlen ? o : outlen - 1] = '\0';
+    return has_pid;
+}
+
+static void put_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static uint64_t launches_of(const uint64_t *tot)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < AG_ID_COUNT; i++)
+        if (ag_hook_kinds[i] == AG_KIND_LAUNCH)
+            n += tot[i];
+    return n;
+}
+
+static int write_json(const char *path, const uint64_t *tot)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -errno;
+    uint64_t total = 0;
+    for (int i = 0; i < AG_ID_COUNT; i++)
+        total += tot[i];
+    fprintf(f, "{\n  \"autograph\": 1,\n  \"pid\": %d,\n  \"scope\": ", (int)getpid());
+    put_json_string(f, ag_opt(AG_OPT_SCOPE)->text);
+    fprintf(f, ",\n");
+    fprintf(f, "  \"launches\": %llu,\n  \"calls_total\": %llu,\n  \"calls\": {",
+            (unsigned long long)launches_of(tot), (unsigned long long)total);
+    const char *sep = "";
+    for (int i = 0; i < AG_ID_COUNT; i++) {
+        if (!tot[i])
+            continue;
+        fprintf(f, "%s\n    \"%s\": %llu", sep, ag_hook_names[i], (unsigned long long)tot[i]);
+        sep = ",";
+    }
+    fprintf(f, "%s},\n  \"unmatched_proc_addresses\": %lu,\n", *sep ? "\n  " : "",
+            atomic_load(&ag_unmatched_proc));
+    long long cl = ag_cupti_launches();
+    if (cl >= 0)
+    {
+        fprintf(f, "  \"cupti\": {\"enabled\": true, \"launches\": %lld, \"library\": ", cl);
+        put_json_string(f, ag_cupti_library());
+        fprintf(f, "}\n");
+    }
+    else
+        fprintf(f, "  \"cupti\": {\"enabled\": false}\n");
+    fprintf(f, "}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        unlink(tmp);
+        return -EIO;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+void ag_stats_report(int forked_child)
+{
+    static uint64_t tot[AG_ID_COUNT];
+    ag_stats_totals(tot);
+    const char *pattern = ag_opt(AG_OPT_STATS)->text;
+    if (pattern && *pattern) {
+        char path[4096];
+        int has_pid = expand_path(pattern, path, sizeof path);
+        if (!forked_child || has_pid) {
+            int rc = write_json(path, tot);
+            if (rc)
+                ag_log(AG_LOG_WARN, "cannot write statistics to %s: %s", path, strerror(-rc));
+        }
+    }
+    if (AG_LOG_ON(AG_LOG_INFO)) {
+        uint64_t total = 0;
+        for (int i = 0; i < AG_ID_COUNT; i++)
+            total += tot[i];
+        long long cl = ag_cupti_launches();
+        char cupti[64] = "";
+        if (cl >= 0)
+            snprintf(cupti, sizeof cupti, ", CUPTI saw %lld", cl);
+        ag_log(AG_LOG_INFO, "pid %d: %llu kernel launches%s, %llu driver calls intercepted, scope %s",
+               (int)getpid(), (unsigned long long)launches_of(tot), cupti, (unsigned long long)total,
+               ag_opt(AG_OPT_SCOPE)->text);
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs one Bats file that needs a GPU; exits 77 (CTest's skip code for these tests) with the reason when
+# this machine has none, so CI without a GPU reports the test as skipped, not passed.
+set -u
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP: no NVIDIA GPU on this machine (nvidia-smi -L lists none)"
+    exit 77
+fi
+if ! command -v bats >/dev/null 2>&1; then
+    echo "SKIP: bats is not installed"
+    exit 77
+fi
+exec bats --print-output-on-failure "$@"

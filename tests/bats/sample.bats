@@ -1,0 +1,25 @@
+#!/usr/bin/env bats
+# One bundled sample (SAMPLE, set by CTest) on the GPU: identical output with and without the shim, the
+# launch count of the hooks equal to CUPTI's, and AUTOGRAPH_SCOPE=off still identical.
+
+load helpers
+
+setup() {
+    : "${SAMPLE:?set SAMPLE to a sample name}"
+    [ -x "$BIN/$SAMPLE" ] || skip "$BIN/$SAMPLE is not built (nvcc missing?)"
+    OUT=$BATS_TEST_TMPDIR/$SAMPLE
+}
+
+@test "$SAMPLE: identical output under the shim, every launch seen" {
+    AUTOGRAPH_CUPTI=always run_pair "$OUT" "$BIN/$SAMPLE" --iters 20
+    same_output "$OUT"
+    coverage_ok "$OUT" "$SAMPLE"
+}
+
+@test "$SAMPLE: AUTOGRAPH_SCOPE=off is a pure pass-through" {
+    AUTOGRAPH_SCOPE=off run_pair "$OUT" "$BIN/$SAMPLE" --iters 10
+    same_output "$OUT"
+    [ "$(stat "$OUT/stats.json" scope)" = off ]
+    [ "$(stat "$OUT/stats.json" replay.launches_replayed)" = null ] || \
+        [ "$(stat "$OUT/stats.json" replay.launches_replayed)" = 0 ]
+}
