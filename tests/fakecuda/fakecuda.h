@@ -1,0 +1,76 @@
+/* fakecuda.h: TEST DOUBLE, NOT A DRIVER. The test-only API of fakecuda, a CPU stand-in for
+ * libcuda.so.1 that CI links tests against (or finds with LD_LIBRARY_PATH) when there is no GPU.
+ * Nothing here runs on a GPU and nothing here may ever ship with the shim.
+ *
+ * Why it exists: the shim's correctness depends on ordering (deferral, replay, streams, events,
+ * capture). fakecuda executes work later than the call, per stream, in an order chosen by a
+ * seeded PRNG among the orders CUDA allows, so a program (or shim) that forgets a dependency gets
+ * seed-dependent results instead of passing by luck.
+ *
+ * How it behaves (the choices a test can rely on):
+ * - One device, one primary context; cuCtxCreate contexts also work. cuInit first, or
+ *   CUDA_ERROR_NOT_INITIALIZED; no current context gives CUDA_ERROR_INVALID_CONTEXT.
+ * - Device memory lives in a private PROT_NONE reservation: CUdeviceptr values never overlap host
+ *   heap addresses, kernels dereference them directly, freed blocks go back to PROT_NONE and are
+ *   never handed out again, so a use after free is an error (copies, memsets, frees) or a fault
+ *   (kernels). New blocks are filled with 0xCD, as real device memory is not zeroed.
+ * - Work is queued per stream and runs only when observed: synchronize, query, sync copies and
+ *   memsets, D2H copies into pageable memory, cuMemFree, module unload. Pending work is dropped
+ *   at exit. Ready work from all streams is interleaved by a PRNG (FAKECUDA_SEED, default 1)
+ *   that respects FIFO order per stream, cuStreamWaitEvent, and the legacy default stream's
+ *   implicit synchronization with blocking streams (the per-thread default streams are blocking).
+ * - Queries run the pending work and return CUDA_SUCCESS; with FAKECUDA_QUERY_NOT_READY=1 the
+ *   first query of a not-yet-complete stream position or event record returns NOT_READY.
+ * - Async copies from pageable host memory snapshot the source at the call; from pinned memory
+ *   they read it at execution time.
+ * - Kernels are C functions registered by name; every module image is a NUL-terminated string
+ *   starting with "fakecuda-module" and every module or library exposes every registered kernel.
+ *   CUfunction and CUkernel are distinct handles with the real driver's rules.
+ * - Errors found while executing queued work (a copy into memory freed in stream order) are
+ *   reported by the next synchronizing call as CUDA_ERROR_ILLEGAL_ADDRESS, once (not sticky).
+ * - cuGraphLaunch on a capturing stream returns CUDA_ERROR_NOT_SUPPORTED (no child-graph nodes).
+ * - Host functions and kernels must not call the driver (CUDA forbids it): such calls return
+ *   CUDA_ERROR_NOT_PERMITTED.
+ * - One recursive mutex guards the whole fake: any thread may call in at any time.
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    unsigned gx, gy, gz, bx, by, bz;
+    unsigned smem;
+} fakecuda_dims_t;
+
+/* args[i] points to a private copy of parameter i's bytes made at launch time. The function runs
+ * once per launch and loops over the grid itself. */
+typedef void (*fakecuda_kernel_fn)(void **args, const fakecuda_dims_t *dims);
+
+/* Registers (or, for an existing name, replaces) a kernel visible through every module and
+ * library. Returns 0 or a negative errno (-EINVAL, -ENOMEM). Callable before cuInit. */
+int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, unsigned nparams,
+                             const size_t *param_sizes);
+
+/* Reseeds the scheduler's PRNG (also settable with FAKECUDA_SEED before the first call). */
+void fakecuda_set_seed(unsigned seed);
+
+typedef struct {
+    unsigned long long kernels_executed; /* kernels run, eager or from graphs */
+    unsigned long long graphs_launched;  /* cuGraphLaunch calls accepted */
+    unsigned long long nodes_executed;   /* operations run that came from graph launches */
+    unsigned long long syncs;            /* stream/event/context synchronize calls */
+    unsigned long long ops_executed;     /* every queued operation run */
+} fakecuda_stats_t;
+
+void fakecuda_stats(fakecuda_stats_t *out);
+void fakecuda_reset_stats(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

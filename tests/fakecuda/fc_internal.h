@@ -1,0 +1,233 @@
+/* fc_internal.h: shared state and types of fakecuda, the CPU test double for libcuda.so.1.
+ * API implementation functions return CUresult (the domain callers see); low-level helpers
+ * return 0 or a negative errno. Everything runs under one recursive mutex (fc_enter/fc_leave). */
+#ifndef FC_INTERNAL_H
+#define FC_INTERNAL_H
+
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fakecuda.h"
+
+enum { FC_OBJ_CTX = 1, FC_OBJ_STREAM, FC_OBJ_EVENT, FC_OBJ_MODULE, FC_OBJ_FUNC, FC_OBJ_KERN,
+       FC_OBJ_GRAPH, FC_OBJ_NODE, FC_OBJ_EXEC };
+
+/* Every handle starts with this header; handles are validated against a registry (never by
+ * dereferencing an unknown pointer) and are kept until exit, so stale handles stay detectable. */
+typedef struct { int kind; int dead; } fc_obj;
+
+typedef struct fc_ctx { fc_obj hdr; int primary; } fc_ctx;
+
+typedef struct {
+    char *name;
+    fakecuda_kernel_fn fn;
+    unsigned nparams;
+    size_t *sizes, *offsets;
+    size_t argsize;
+} fc_kernel;
+
+typedef struct fc_module fc_module;
+typedef struct fc_func { fc_obj hdr; fc_module *mod; int kidx; struct fc_func *next, *twin; } fc_func;
+struct fc_module { fc_obj hdr; int library; fc_ctx *ctx; fc_func *funcs; };
+
+/* A resolved kernel launch: argument bytes packed at the param-info offsets. */
+typedef struct {
+    fc_func *f;
+    fakecuda_dims_t dims;
+    unsigned char *buf;
+    size_t bufsize;
+} fc_launch;
+
+/* A resolved copy, 1D to 3D, between host-visible addresses. */
+typedef struct {
+    unsigned char *src, *dst;
+    size_t width, height, depth, spitch, sheight, dpitch, dheight;
+    unsigned char *owned; /* snapshot of a pageable source (src points into it) */
+    int src_pageable, dst_pageable;
+    int src_dev, dst_dev; /* device-side ranges, rechecked at execution */
+    size_t sspan, dspan;
+} fc_copy;
+
+typedef struct {
+    unsigned char *dst;
+    unsigned esize;
+    unsigned value;
+    size_t width, height, pitch;
+} fc_memset;
+
+typedef struct fc_stream fc_stream;
+typedef struct { fc_stream *s; uint64_t seq; } fc_dep;
+
+enum { FC_OP_NOP, FC_OP_KERNEL, FC_OP_COPY, FC_OP_MEMSET, FC_OP_EVREC, FC_OP_HOSTFN,
+       FC_OP_CALLBACK, FC_OP_WRITEVAL, FC_OP_WAITVAL, FC_OP_FREE };
+
+typedef struct fc_op {
+    struct fc_op *next;
+    int kind, from_graph;
+    uint64_t seq;
+    fc_dep *deps;
+    size_t ndeps;
+    fc_launch kl;
+    fc_copy cp;
+    fc_memset ms;
+    struct fc_event *ev;
+    void (*hostfn)(void *);
+    CUstreamCallback cb;
+    CUstream cbstream;
+    void *ud;
+    uint64_t *addr;
+    uint64_t val;
+    int is64;
+    unsigned flags;
+    CUdeviceptr freeptr;
+} fc_op;
+
+typedef struct fc_capture fc_capture;
+typedef struct fc_node fc_node;
+
+struct fc_stream {
+    fc_obj hdr;
+    fc_ctx *ctx;
+    unsigned flags;
+    int priority;
+    int legacy, perthread;
+    uint64_t id;
+    fc_op *head, *tail;
+    uint64_t last_seq, done_seq, queried_seq;
+    int destroyed_pending; /* destroyed by the app while work was pending */
+    fc_capture *cap;
+    fc_node **capdeps;
+    size_t ncapdeps;
+};
+
+typedef struct fc_event {
+    fc_obj hdr;
+    unsigned flags;
+    fc_stream *rs;
+    uint64_t rseq, ts, ts_seq, queried_seq;
+    int recorded;
+    fc_capture *cap; /* recorded in this capture: waits join it */
+    fc_node **capdeps;
+    size_t ncapdeps;
+} fc_event;
+
+typedef struct fc_graph {
+    fc_obj hdr;
+    int is_exec;
+    fc_node **nodes;
+    size_t n, cap;
+    fc_ctx *ctx;
+} fc_graph;
+
+struct fc_node {
+    fc_obj hdr;
+    fc_graph *g;
+    CUgraphNodeType type;
+    fc_node **deps;
+    size_t ndeps, idx;
+    fc_node *orig; /* in an exec: the graph node it came from */
+    fc_launch kl;
+    void **kparams; /* pointers into kl.buf for cuGraphKernelNodeGetParams */
+    fc_copy cp;
+    fc_memset ms;
+    CUDA_MEMSET_NODE_PARAMS msp;
+    fc_event *ev;
+    void (*hostfn)(void *);
+    void *ud;
+};
+
+struct fc_capture {
+    uint64_t id;
+    CUstreamCaptureMode mode;
+    pthread_t thread;
+    fc_stream *origin;
+    fc_graph *g;
+    int invalidated, owns_graph, active;
+    fc_stream **streams;
+    size_t nstreams;
+};
+
+typedef struct {
+    pthread_mutex_t mu;
+    int inited;
+    fc_ctx *primary;
+    int primary_refs;
+    uint64_t rng;
+    fakecuda_stats_t stats;
+    fc_kernel *kernels;
+    size_t nkernels;
+    fc_stream **streams; /* every stream that may hold work, legacy and per-thread included */
+    size_t nstreams;
+    fc_stream *legacy;
+    uint64_t seq, clock, next_stream_id, next_capture_id;
+    fc_capture **caps;
+    size_t ncaps;
+    CUresult async_err;
+    int query_not_ready;
+} fc_state;
+
+extern fc_state fc_g;
+extern _Thread_local int fc_tl_in_work;
+extern _Thread_local CUstreamCaptureMode fc_tl_capmode;
+
+#define FC_LEGACY 0
+#define FC_PTDS 1
+#define FC_ERR_ASYNC CUDA_ERROR_ILLEGAL_ADDRESS
+
+/* core */
+CUresult fc_enter(int need_ctx);
+void fc_leave(void);
+#define FC_API(need_ctx, expr)                                                                     \
+    do {                                                                                           \
+        CUresult fc_r_ = fc_enter(need_ctx);                                                       \
+        if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                                 \
+        fc_leave();                                                                                \
+        return fc_r_;                                                                              \
+    } while (0)
+int fc_obj_register(void *obj, int kind);
+int fc_obj_valid(const void *obj, int kind);
+void *fc_obj_new(size_t size, int kind);
+fc_ctx *fc_cur_ctx(void);
+uint64_t fc_rand(void);
+int fc_vec_push(void **arr, size_t *n, size_t elem, const void *item);
+const fc_kernel *fc_func_kernel(const fc_func *f);
+CUresult fc_func_resolve(CUfunction h, fc_func **out);
+int fc_kernel_pack(const fc_kernel *k, void **kernelParams, void **extra, fc_launch *out, CUresult *err);
+
+/* memory */
+int fc_mem_init(void);
+enum { FC_PTR_PAGEABLE, FC_PTR_DEVICE, FC_PTR_PINNED, FC_PTR_BAD };
+int fc_ptr_check(uintptr_t p, size_t n);
+CUresult fc_copy_exec(fc_copy *c);
+void fc_memset_exec(const fc_memset *m);
+CUresult fc_copy_from3d(const CUDA_MEMCPY3D *p, fc_copy *out);
+CUresult fc_memset_build(CUdeviceptr dst, size_t pitch, unsigned esize, unsigned value, size_t w,
+                         size_t h, fc_memset *out);
+CUresult fc_mem_free_now(CUdeviceptr p);
+
+/* streams and scheduling */
+CUresult fc_stream_resolve(CUstream h, int ptds, fc_stream **out);
+fc_op *fc_op_new(int kind);
+void fc_op_free(fc_op *op);
+CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq);
+CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync);
+CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync);
+CUresult fc_sync_stream(fc_stream *s, uint64_t seq);
+CUresult fc_sync_all(void);
+int fc_event_done(const fc_event *e);
+CUresult fc_legacy_capture_check(fc_stream *s, int invalidate);
+void fc_launch_free(fc_launch *kl);
+int fc_launch_dup(const fc_launch *src, fc_launch *dst);
+
+/* graphs and capture */
+fc_node *fc_node_new(fc_graph *g, CUgraphNodeType type, fc_node *const *deps, size_t ndeps);
+CUresult fc_capture_op(fc_stream *s, fc_op *op);
+CUresult fc_capture_event_record(fc_stream *s, fc_event *e, int external);
+CUresult fc_capture_wait_event(fc_stream *s, fc_event *e, int external);
+void fc_capture_invalidate(fc_capture *c);
+CUresult fc_capture_unsafe_check(void);
+
+#endif

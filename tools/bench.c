@@ -1,0 +1,620 @@
+/* bench.c: `autograph bench` and `autograph demo`: run the bundled samples eager, under the library
+ * and (bench) in their own hand-written graph mode, interleaved rep by rep so that machine noise hits
+ * every variant alike, and compare medians. Eager and library outputs must be identical: a wrong
+ * result is the worst outcome, so a mismatch is loud and fails the command. Speed is only reported. */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "json.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char ag_help_bench[] =
+    "usage: autograph bench [--reps N] [--samples a,b,c] [--iters N] [--json] [--bin DIR] [--lib PATH]\n"
+    "                       [--timeout SECONDS]\n"
+    "\n"
+    "Runs each sample three ways, interleaved rep by rep: eager (plain), shim (libautograph.so\n"
+    "preloaded) and graph (the sample's own --graph mode, '-' where unsupported). Prints the median\n"
+    "loop time of each (the sample's `loop_ms:` line), eager/shim and shim/graph, whether eager and shim\n"
+    "printed identical checksums, and from the library's statistics the host ns per matched launch and\n"
+    "the share of launches replayed from graphs.\n"
+    "\n"
+    "  --reps N          interleaved repetitions (default 5)\n"
+    "  --samples a,b,c   which samples (default: launch_bound, mlp_train, curand_host, nosync_loop,\n"
+    "                    shape_change, two_streams, memops, driver_api, nvtx_ranges, jacobi)\n"
+    "  --iters N         pass --iters N to every sample (default: the sample's own)\n"
+    "  --json            print the results as JSON on stdout\n"
+    "  --bin DIR         where the sample binaries are (default: the directory of autograph)\n"
+    "  --lib PATH        the library (default: <dir of autograph>/../lib/libautograph.so)\n"
+    "  --timeout S       kill a run after S seconds (default 600)\n"
+    "\n"
+    "Exit code 0; 1 when outputs differ (MISMATCH) or a run fails; 77 without a GPU.\n";
+
+const char ag_help_demo[] =
+    "usage: autograph demo [--bin DIR] [--lib PATH]\n"
+    "\n"
+    "Runs the launch_bound sample plainly and under libautograph.so, 3 interleaved reps each, checks\n"
+    "that the outputs are identical and prints the median times and the speedup. Exit code 0; 1 when\n"
+    "outputs differ or a run fails; 77 without a GPU.\n";
+
+static const char *const default_samples[] = { "launch_bound", "mlp_train",   "curand_host", "nosync_loop",
+                                               "shape_change", "two_streams", "memops",      "driver_api",
+                                               "nvtx_ranges",  "jacobi" };
+
+#define MAX_REPS 100
+#define MAX_SAMPLES 64
+
+enum { V_EAGER, V_SHIM, V_GRAPH, V_COUNT };
+static const char *const variant_names[V_COUNT] = { "eager", "shim", "graph" };
+
+typedef struct {
+    const char *name;
+    char path[PATH_MAX];
+    int missing;
+    int graph_unsupported;
+    double ms[V_COUNT][MAX_REPS];
+    int n[V_COUNT];
+    int failures[V_COUNT];
+    int compared;      /* eager/shim pairs compared */
+    int mismatches;    /* ... that differed */
+    int graph_differs; /* graph checksum differed from eager (reported, not fatal) */
+    double host_ns[MAX_REPS];
+    int n_host_ns;
+    double replayed[MAX_REPS];
+    int n_replayed;
+} sample_t;
+
+typedef struct {
+    const char *cmd; /* "bench" or "demo", for messages */
+    long reps;
+    long iters; /* 0: the sample's default */
+    int json;
+    int with_graph;
+    const char *bin;
+    const char *lib;
+    long timeout_s;
+    sample_t *samples;
+    size_t nsamples;
+} bench_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double tmp[MAX_REPS];
+    if (n <= 0)
+        return NAN;
+    memcpy(tmp, v, (size_t)n * sizeof(double));
+    qsort(tmp, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2.0;
+}
+
+/* The value of the last "key: <float>" line of text. */
+static int find_float_line(const char *text, const char *key, double *out)
+{
+    size_t klen = strlen(key);
+    int found = 0;
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        if (strncmp(p, key, klen) == 0) {
+            char *end;
+            double v = strtod(p + klen, &end);
+            if (end != p + klen && isfinite(v)) {
+                *out = v;
+                found = 1;
+            }
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return found ? 0 : -ENOENT;
+}
+
+/* The lines that carry a checksum, concatenated; the whole output when there are none, so that a
+ * sample without checksum lines is still compared. */
+static char *checksum_lines(const char *out)
+{
+    size_t len = strlen(out), o = 0;
+    char *res = malloc(len + 1);
+    if (!res)
+        return NULL;
+    for (const char *p = out; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) + 1 : strlen(p);
+        if (memmem(p, n, "checksum:", 9)) {
+            memcpy(res + o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    if (o == 0) {
+        memcpy(res, out, len);
+        o = len;
+    }
+    res[o] = '\0';
+    return res;
+}
+
+static void first_line(const char *s, char *buf, size_t len)
+{
+    size_t n = strcspn(s, "\n");
+    snprintf(buf, len, "%.*s", (int)n, s);
+}
+
+static void read_shim_stats(sample_t *s, const char *path)
+{
+    ag_json_t *root = NULL;
+    ag_json_error_t err;
+    double v, launches;
+
+    if (ag_json_parse_file(path, &root, &err) != 0)
+        return;
+    if (ag_json_number_of(ag_json_path(root, "replay.host_ns_per_match"), &v) == 0 && s->n_host_ns < MAX_REPS)
+        s->host_ns[s->n_host_ns++] = v;
+    if (ag_json_number_of(ag_json_path(root, "replay.launches_replayed"), &v) == 0 &&
+        ag_json_number_of(ag_json_get(root, "launches"), &launches) == 0 && launches > 0 && s->n_replayed < MAX_REPS)
+        s->replayed[s->n_replayed++] = v / launches;
+    ag_json_free(root);
+}
+
+static void report_failure(const bench_t *b, const sample_t *s, int variant, long rep, const ag_child_t *c,
+                           const char *why)
+{
+    char status[128];
+    ag_child_status_text(c, status, sizeof(status));
+    fprintf(stderr, "autograph %s: %s (%s, rep %ld) failed: %s%s%s; stderr ends with:\n", b->cmd, s->name,
+            variant_names[variant], rep, why ? why : status, why ? ", " : "", why ? status : "");
+    ag_print_tail(c->err, c->err_len, 8);
+}
+
+/* One run of one variant; fills *cks with its checksum lines when it succeeded. */
+static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env, const char *tmpdir, char **cks)
+{
+    char iters[32], stats[PATH_MAX];
+    char *argv[6];
+    int argc = 0, rc;
+    ag_child_t c;
+    double ms;
+
+    *cks = NULL;
+    argv[argc++] = s->path;
+    if (b->iters) {
+        snprintf(iters, sizeof(iters), "%ld", b->iters);
+        argv[argc++] = "--iters";
+        argv[argc++] = iters;
+    }
+    if (variant == V_GRAPH)
+        argv[argc++] = "--graph";
+    argv[argc] = NULL;
+    if (variant == V_SHIM) {
+        if ((size_t)snprintf(stats, sizeof(stats), "%s/stats-%s-%ld.json", tmpdir, s->name, rep) >= sizeof(stats))
+            return -ENAMETOOLONG;
+        unlink(stats);
+        rc = ag_env_set(env, "AUTOGRAPH_STATS", stats);
+        if (rc)
+            return rc;
+    }
+    rc = ag_child_run(s->path, argv, env->vars, (unsigned)b->timeout_s, tmpdir, &c);
+    if (rc) {
+        fprintf(stderr, "autograph %s: cannot run %s: %s\n", b->cmd, s->path, strerror(-rc));
+        s->failures[variant]++;
+        return 0;
+    }
+    if (variant == V_GRAPH && c.exited && c.code == 2 && strstr(c.err, "graph: unsupported")) {
+        s->graph_unsupported = 1;
+        goto out;
+    }
+    if (!c.exited || c.code != 0) {
+        report_failure(b, s, variant, rep, &c, NULL);
+        s->failures[variant]++;
+        goto out;
+    }
+    if (find_float_line(c.err, "loop_ms:", &ms) != 0) {
+        report_failure(b, s, variant, rep, &c, "no `loop_ms: <float>` line on stderr");
+        s->failures[variant]++;
+        goto out;
+    }
+    s->ms[variant][s->n[variant]++] = ms;
+    *cks = checksum_lines(c.out);
+    if (variant == V_SHIM) {
+        read_shim_stats(s, stats);
+        unlink(stats);
+    }
+out:
+    ag_child_free(&c);
+    return 0;
+}
+
+static void compare_outputs(const bench_t *b, sample_t *s, long rep, const char *eager, const char *shim,
+                            const char *graph)
+{
+    char le[160], ls[160];
+    if (eager && shim) {
+        s->compared++;
+        if (strcmp(eager, shim) != 0) {
+            s->mismatches++;
+            first_line(eager, le, sizeof(le));
+            first_line(shim, ls, sizeof(ls));
+            fprintf(stderr,
+                    "autograph %s: MISMATCH: %s rep %ld: the output under libautograph.so differs from eager!\n"
+                    "    eager: %s\n    shim:  %s\n",
+                    b->cmd, s->name, rep, le, ls);
+        }
+    }
+    if (eager && graph && strcmp(eager, graph) != 0 && !s->graph_differs) {
+        s->graph_differs = 1;
+        fprintf(stderr, "autograph %s: note: %s: the sample's own --graph mode prints a different checksum\n",
+                b->cmd, s->name);
+    }
+}
+
+static int run_all(bench_t *b, ag_env_t *plain, ag_env_t *shim, const char *tmpdir)
+{
+    for (size_t i = 0; i < b->nsamples; i++) {
+        sample_t *s = &b->samples[i];
+        if (s->missing)
+            continue;
+        if (!b->json)
+            fprintf(stderr, "autograph %s: %s: %ld rep%s ...\n", b->cmd, s->name, b->reps, b->reps == 1 ? "" : "s");
+        for (long rep = 1; rep <= b->reps; rep++) {
+            char *cks[V_COUNT] = { NULL, NULL, NULL };
+            int rc = 0;
+            for (int v = 0; v < V_COUNT && rc == 0; v++) {
+                if (v == V_GRAPH && (!b->with_graph || s->graph_unsupported))
+                    continue;
+                rc = run_one(b, s, v, rep, v == V_SHIM ? shim : plain, tmpdir, &cks[v]);
+            }
+            if (rc == 0)
+                compare_outputs(b, s, rep, cks[V_EAGER], cks[V_SHIM], cks[V_GRAPH]);
+            for (int v = 0; v < V_COUNT; v++)
+                free(cks[v]);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static void fmt_ms(char *buf, size_t len, const sample_t *s, int v)
+{
+    if (v == V_GRAPH && s->graph_unsupported && s->n[v] == 0)
+        snprintf(buf, len, "-");
+    else if (s->n[v] == 0)
+        snprintf(buf, len, s->failures[v] ? "FAILED" : "-");
+    else
+        snprintf(buf, len, "%.3f", median(s->ms[v], s->n[v]));
+}
+
+static void fmt_ratio(char *buf, size_t len, double num, double den)
+{
+    if (isnan(num) || isnan(den) || den <= 0)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.2fx", num / den);
+}
+
+static const char *identical_text(const sample_t *s)
+{
+    if (s->compared == 0)
+        return "-";
+    return s->mismatches ? "NO" : "yes";
+}
+
+static void print_bench_table(const bench_t *b)
+{
+    printf("%-14s %10s %10s %10s %10s %10s %9s %13s %9s\n", "sample", "eager ms", "shim ms", "graph ms",
+           "eager/shim", "shim/graph", "identical", "host ns/match", "replayed");
+    for (size_t i = 0; i < b->nsamples; i++) {
+        const sample_t *s = &b->samples[i];
+        char e[32], sh[32], g[32], r1[32], r2[32], ns[32], rp[32];
+        if (s->missing) {
+            printf("%-14s %10s\n", s->name, "(missing)");
+            continue;
+        }
+        fmt_ms(e, sizeof(e), s, V_EAGER);
+        fmt_ms(sh, sizeof(sh), s, V_SHIM);
+        fmt_ms(g, sizeof(g), s, V_GRAPH);
+        double me = median(s->ms[V_EAGER], s->n[V_EAGER]), msh = median(s->ms[V_SHIM], s->n[V_SHIM]);
+        fmt_ratio(r1, sizeof(r1), me, msh);
+        fmt_ratio(r2, sizeof(r2), msh, median(s->ms[V_GRAPH], s->n[V_GRAPH]));
+        if (s->n_host_ns)
+            snprintf(ns, sizeof(ns), "%.1f", median(s->host_ns, s->n_host_ns));
+        else
+            snprintf(ns, sizeof(ns), "-");
+        if (s->n_replayed)
+            snprintf(rp, sizeof(rp), "%.1f%%", 100.0 * median(s->replayed, s->n_replayed));
+        else
+            snprintf(rp, sizeof(rp), "-");
+        printf("%-14s %10s %10s %10s %10s %10s %9s %13s %9s\n", s->name, e, sh, g, r1, r2, identical_text(s), ns, rp);
+    }
+    printf("(medians of %ld interleaved rep%s; eager/shim above 1 means the library was faster)\n", b->reps,
+           b->reps == 1 ? "" : "s");
+}
+
+static void json_num(double v)
+{
+    if (isnan(v))
+        fputs("null", stdout);
+    else
+        printf("%.6g", v);
+}
+
+static void print_bench_json(const bench_t *b, int failed)
+{
+    printf("{\"reps\": %ld, \"iters\": ", b->reps);
+    if (b->iters)
+        printf("%ld", b->iters);
+    else
+        fputs("null", stdout);
+    printf(", \"ok\": %s, \"samples\": [", failed ? "false" : "true");
+    for (size_t i = 0; i < b->nsamples; i++) {
+        const sample_t *s = &b->samples[i];
+        double m[V_COUNT];
+        for (int v = 0; v < V_COUNT; v++)
+            m[v] = median(s->ms[v], s->n[v]);
+        printf("%s\n  {\"name\": ", i ? "," : "");
+        ag_json_write_string(stdout, s->name, strlen(s->name));
+        printf(", \"missing\": %s", s->missing ? "true" : "false");
+        for (int v = 0; v < V_COUNT; v++) {
+            printf(", \"%s_ms\": ", variant_names[v]);
+            json_num(m[v]);
+        }
+        fputs(", \"eager_over_shim\": ", stdout);
+        json_num(m[V_SHIM] > 0 ? m[V_EAGER] / m[V_SHIM] : NAN);
+        fputs(", \"shim_over_graph\": ", stdout);
+        json_num(m[V_GRAPH] > 0 ? m[V_SHIM] / m[V_GRAPH] : NAN);
+        printf(", \"graph_supported\": %s", s->graph_unsupported ? "false" : "true");
+        printf(", \"outputs_identical\": %s", s->compared == 0 ? "null" : s->mismatches ? "false" : "true");
+        printf(", \"graph_output_differs\": %s", s->graph_differs ? "true" : "false");
+        fputs(", \"host_ns_per_match\": ", stdout);
+        json_num(median(s->host_ns, s->n_host_ns));
+        fputs(", \"replayed_fraction\": ", stdout);
+        json_num(median(s->replayed, s->n_replayed));
+        printf(", \"runs\": {\"eager\": %d, \"shim\": %d, \"graph\": %d}", s->n[V_EAGER], s->n[V_SHIM], s->n[V_GRAPH]);
+        printf(", \"failures\": {\"eager\": %d, \"shim\": %d, \"graph\": %d}}", s->failures[V_EAGER],
+               s->failures[V_SHIM], s->failures[V_GRAPH]);
+    }
+    puts("\n]}");
+}
+
+static void print_demo_table(const bench_t *b)
+{
+    const sample_t *s = &b->samples[0];
+    char e[32], sh[32], r[32];
+    fmt_ms(e, sizeof(e), s, V_EAGER);
+    fmt_ms(sh, sizeof(sh), s, V_SHIM);
+    fmt_ratio(r, sizeof(r), median(s->ms[V_EAGER], s->n[V_EAGER]), median(s->ms[V_SHIM], s->n[V_SHIM]));
+    printf("%-14s %10s %13s %9s %18s\n", "sample", "eager ms", "autograph ms", "speedup", "outputs identical");
+    printf("%-14s %10s %13s %9s %18s\n", s->name, e, sh, r, identical_text(s));
+    printf("(medians of %ld interleaved reps; loop time as the sample reports it)\n", b->reps);
+}
+
+/* Shared by bench and demo. Returns the exit code. */
+static int bench_main(bench_t *b)
+{
+    ag_gpu_info_t gpu;
+    ag_env_t plain = { 0 }, shim = { 0 };
+    char bindir[PATH_MAX], lib[PATH_MAX], tmpdir[PATH_MAX];
+    int ret = 1, rc, have_tmp = 0;
+    size_t present = 0;
+
+    rc = ag_gpu_probe(&gpu);
+    if (rc) {
+        fprintf(stderr, "autograph %s: cannot probe the driver: %s\n", b->cmd, strerror(-rc));
+        return 1;
+    }
+    if (!ag_gpu_usable(&gpu)) {
+        ag_gpu_print_missing(b->cmd, &gpu);
+        return AG_EXIT_NO_GPU;
+    }
+    if (b->bin)
+        snprintf(bindir, sizeof(bindir), "%s", b->bin);
+    else if ((rc = ag_self_dir(bindir, sizeof(bindir))) != 0) {
+        fprintf(stderr, "autograph %s: cannot find my own directory: %s\n", b->cmd, strerror(-rc));
+        return 1;
+    }
+    if (ag_find_library(b->lib, lib, sizeof(lib)) != 0) {
+        fprintf(stderr, "autograph %s: library not found: %s%s\n", b->cmd, lib,
+                b->lib ? "" : " (build it with `cmake --build build`, or name it with --lib PATH)");
+        return 1;
+    }
+    for (size_t i = 0; i < b->nsamples; i++) {
+        sample_t *s = &b->samples[i];
+        int n = snprintf(s->path, sizeof(s->path), "%s/%s", bindir, s->name);
+        if (n < 0 || (size_t)n >= sizeof(s->path) || access(s->path, X_OK) != 0) {
+            s->missing = 1;
+            fprintf(stderr, "autograph %s: sample %s is missing (%s); skipped. The samples are built when nvcc "
+                            "is found (AUTOGRAPH_SAMPLES=ON).\n",
+                    b->cmd, s->name, s->path);
+        } else {
+            present++;
+        }
+    }
+    if (present == 0) {
+        fprintf(stderr, "autograph %s: no sample binaries found in %s\n", b->cmd, bindir);
+        return 1;
+    }
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/autograph-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", b->cmd);
+    if (!mkdtemp(tmpdir)) {
+        fprintf(stderr, "autograph %s: cannot create a temporary directory: %s\n", b->cmd, strerror(errno));
+        return 1;
+    }
+    have_tmp = 1;
+    /* Eager and graph runs must not go through the library even when the user's LD_PRELOAD has it. */
+    char *stripped = ag_preload_strip(getenv("LD_PRELOAD"));
+    char *preload = ag_preload_prepend(lib, stripped ? stripped : "");
+    rc = (!preload) ? -ENOMEM : ag_env_init(&plain);
+    if (!rc)
+        rc = ag_env_set(&plain, "LD_PRELOAD", stripped);
+    if (!rc)
+        rc = ag_env_init(&shim);
+    if (!rc)
+        rc = ag_env_set(&shim, "LD_PRELOAD", preload);
+    free(stripped);
+    free(preload);
+    if (rc) {
+        fprintf(stderr, "autograph %s: cannot prepare the environment: %s\n", b->cmd, strerror(-rc));
+        goto out;
+    }
+
+    rc = run_all(b, &plain, &shim, tmpdir);
+    if (rc) {
+        fprintf(stderr, "autograph %s: %s\n", b->cmd, strerror(-rc));
+        goto out;
+    }
+    int mismatch = 0, failed = 0;
+    for (size_t i = 0; i < b->nsamples; i++) {
+        mismatch |= b->samples[i].mismatches != 0;
+        failed |= b->samples[i].failures[V_EAGER] || b->samples[i].failures[V_SHIM] || b->samples[i].failures[V_GRAPH];
+    }
+    if (b->json)
+        print_bench_json(b, mismatch || failed);
+    else if (b->with_graph)
+        print_bench_table(b);
+    else
+        print_demo_table(b);
+    fflush(stdout);
+    if (mismatch)
+        fprintf(stderr, "autograph %s: MISMATCH: outputs under libautograph.so differ from eager (see above)\n",
+                b->cmd);
+    if (failed)
+        fprintf(stderr, "autograph %s: some runs failed (see above)\n", b->cmd);
+    ret = mismatch || failed ? 1 : 0;
+out:
+    ag_env_free(&plain);
+    ag_env_free(&shim);
+    if (have_tmp)
+        rmdir(tmpdir);
+    fflush(stdout);
+    return ret;
+}
+
+static int parse_samples(bench_t *b, char *list)
+{
+    size_t n = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (!*tok)
+            continue;
+        if (n == MAX_SAMPLES)
+            return -E2BIG;
+        if (strchr(tok, '/') || strcmp(tok, ".") == 0 || strcmp(tok, "..") == 0)
+            return -EINVAL;
+        b->samples[n++].name = tok;
+    }
+    if (n == 0)
+        return -EINVAL;
+    b->nsamples = n;
+    return 0;
+}
+
+int ag_cmd_bench(int argc, char **argv)
+{
+    bench_t b = { .cmd = "bench", .reps = 5, .with_graph = 1, .timeout_s = 600 };
+    char *list = NULL;
+    int ret;
+
+    b.samples = calloc(MAX_SAMPLES, sizeof(sample_t));
+    if (!b.samples) {
+        fprintf(stderr, "autograph bench: out of memory\n");
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(ag_help_bench, stdout);
+            ret = 0;
+            goto out;
+        }
+        if (strcmp(a, "--json") == 0) {
+            b.json = 1;
+            continue;
+        }
+        if (strcmp(a, "--reps") && strcmp(a, "--iters") && strcmp(a, "--samples") && strcmp(a, "--bin") &&
+            strcmp(a, "--lib") && strcmp(a, "--timeout")) {
+            ret = ag_usage_error("bench", "unknown option '%s'", a);
+            goto out;
+        }
+        if (!v) {
+            ret = ag_usage_error("bench", "option '%s' needs a value", a);
+            goto out;
+        }
+        i++;
+        if ((strcmp(a, "--reps") == 0 && ag_parse_count(v, MAX_REPS, &b.reps)) ||
+            (strcmp(a, "--iters") == 0 && ag_parse_count(v, 1000000000L, &b.iters)) ||
+            (strcmp(a, "--timeout") == 0 && ag_parse_count(v, 86400, &b.timeout_s))) {
+            ret = ag_usage_error("bench", "'%s' is not a valid value for %s (a number from 1%s)", v, a,
+                                 strcmp(a, "--reps") == 0 ? " to 100" : "");
+            goto out;
+        }
+        if (strcmp(a, "--samples") == 0) {
+            free(list);
+            list = strdup(v);
+            if (!list || parse_samples(&b, list)) {
+                ret = ag_usage_error("bench", "--samples wants a comma-separated list of sample names, got '%s'", v);
+                goto out;
+            }
+        }
+        if (strcmp(a, "--bin") == 0)
+            b.bin = v;
+        if (strcmp(a, "--lib") == 0)
+            b.lib = v;
+    }
+    if (b.nsamples == 0) {
+        for (size_t i = 0; i < sizeof(default_samples) / sizeof(default_samples[0]); i++)
+            b.samples[i].name = default_samples[i];
+        b.nsamples = sizeof(default_samples) / sizeof(default_samples[0]);
+    }
+    ret = bench_main(&b);
+out:
+    free(list);
+    free(b.samples);
+    return ret;
+}
+
+int ag_cmd_demo(int argc, char **argv)
+{
+    bench_t b = { .cmd = "demo", .reps = 3, .with_graph = 0, .timeout_s = 600 };
+    sample_t *s = calloc(1, sizeof(*s));
+    int ret;
+
+    if (!s) {
+        fprintf(stderr, "autograph demo: out of memory\n");
+        return 1;
+    }
+    s->name = "launch_bound";
+    b.samples = s;
+    b.nsamples = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(ag_help_demo, stdout);
+            ret = 0;
+            goto out;
+        }
+        if (strcmp(argv[i], "--bin") == 0 || strcmp(argv[i], "--lib") == 0) {
+            if (i + 1 >= argc) {
+                ret = ag_usage_error("demo", "option '%s' needs a value", argv[i]);
+                goto out;
+            }
+            *(argv[i][2] == 'b' ? &b.bin : &b.lib) = argv[i + 1];
+            i++;
+            continue;
+        }
+        ret = ag_usage_error("demo", "unknown option '%s'", argv[i]);
+        goto out;
+    }
+    ret = bench_main(&b);
+out:
+    free(s);
+    return ret;
+}

@@ -1,0 +1,40 @@
+#!/bin/sh
+# fake_sample.sh: stands in for a bundled CUDA sample in the bench/demo tests; installed under each
+# sample's name, the name picks the behaviour. "Under the shim" means libautograph.so is in LD_PRELOAD.
+name=$(basename "$0")
+shim=0
+case "$LD_PRELOAD" in *libautograph.so*) shim=1 ;; esac
+graph=0
+iters=100
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --graph) graph=1 ;;
+    --iters) iters=$2; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ $graph = 1 ] && [ "$name" != launch_bound ]; then
+    echo "graph: unsupported" >&2
+    exit 2
+fi
+if [ $shim = 1 ] && [ -n "$AUTOGRAPH_STATS" ] && [ "$name" = launch_bound ]; then
+    printf '{"autograph": 1, "launches": 1000, "calls": {"cuLaunchKernel": 1000},\n "replay": {"launches_replayed": 900, "host_ns_per_match": 150.5}}\n' > "$AUTOGRAPH_STATS"
+fi
+if [ $shim = 1 ] && [ "$name" = nosync_loop ]; then
+    echo "boom: the fake sample fails under the shim" >&2
+    exit 3
+fi
+echo "iters: $iters"
+if [ $shim = 1 ] && [ "$name" = shape_change ]; then
+    echo "checksum: 0xbad"
+else
+    echo "checksum: 0x1234"
+fi
+if [ $graph = 1 ]; then
+    echo "loop_ms: 4.0" >&2
+elif [ $shim = 1 ]; then
+    echo "loop_ms: 5.0" >&2
+else
+    echo "loop_ms: 10.0" >&2
+fi
