@@ -75,13 +75,28 @@ static void warn_option(const char *msg)
 
 static void at_exit(void)
 {
+    if (!forked_child)
+        ag_engine_exit();
     ag_stats_report(forked_child);
+}
+
+static void fork_prepare(void)
+{
+    ag_engine_fork_prepare();
+    ag_stats_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+    ag_stats_fork_parent();
+    ag_engine_fork_parent();
 }
 
 static void fork_child(void)
 {
     forked_child = 1;
     ag_stats_fork_child();
+    ag_engine_fork_child();
 }
 
 static void resolve_real_dlsym(void)
@@ -103,7 +118,8 @@ __attribute__((constructor)) static void ag_start(void)
     for (int i = 0; i < n_early_warnings; i++)
         ag_log(AG_LOG_WARN, "%s", early_warnings[i]);
     ag_hooktab_init();
-    pthread_atfork(ag_stats_fork_prepare, ag_stats_fork_parent, fork_child);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    ag_engine_start();
     atexit(at_exit);
     ag_log(AG_LOG_DEBUG, "loaded into pid %d (scope %s)", (int)getpid(), ag_opt(AG_OPT_SCOPE)->text);
 }

@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "options.h"
@@ -32,10 +33,11 @@ typedef enum {
 } ag_id_t;
 
 typedef enum {
-    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT,
-    AG_KIND_STREAM, AG_KIND_HOSTFN, AG_KIND_MEMOP, AG_KIND_ALLOC, AG_KIND_FREE, AG_KIND_GRAPH,
-    AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
+    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_QUERY, AG_KIND_ALLOC, AG_KIND_DLAUNCH, AG_KIND_DSET, AG_KIND_DCOPY,
+    AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT, AG_KIND_STREAM, AG_KIND_HOSTFN,
+    AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
 } ag_kind_t;
+#define AG_KIND_IS_LAUNCH(k) ((k) == AG_KIND_DLAUNCH || (k) == AG_KIND_LAUNCH)
 
 #define AG_HOOK(kind, name, params, args) typedef CUresult(CUDAAPI *ag_fn_##name##_t) params;
 #include "hooks.def"
@@ -99,6 +101,27 @@ void ag_stats_fork_prepare(void);
 void ag_stats_fork_parent(void);
 /* Writes AUTOGRAPH_STATS and the info summary; called once at exit. */
 void ag_stats_report(int forked_child);
+
+/* ---- engine.c: deferral and replay (see engine.h). ---- */
+/* Set while the engine may learn and defer (AUTOGRAPH_SCOPE is not off and nothing disabled it). */
+extern atomic_int ag_engine_on;
+void ag_engine_start(void);
+CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
+CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra);
+CUresult ag_engine_memset(ag_id_t id, CUdeviceptr dst, unsigned value, unsigned elem, size_t n, CUstream s);
+CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
+/* Before a call through which deferred work could be observed: issues it (graph or eager). */
+void ag_engine_barrier(ag_id_t id);
+/* The application's capture did not begin after all. */
+void ag_engine_capture_failed(ag_id_t id);
+/* At exit: issues what is still deferred and stops deferring. */
+void ag_engine_exit(void);
+void ag_engine_fork_prepare(void);
+void ag_engine_fork_parent(void);
+void ag_engine_fork_child(void);
+/* Writes the "replay" member of the statistics JSON. */
+void ag_engine_stats(FILE *f);
 
 /* ---- cupti/observer.c: the CUPTI launch observer. ---- */
 /* Subscribes if AUTOGRAPH_CUPTI asks for it; called after a successful cuInit. Returns 0 or -errno. */

@@ -19,28 +19,122 @@
         return real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                             \
     }
 
-/* Kinds whose hooks do more than pass through are written by hand below. */
+/* A barrier: whatever the engine holds back is issued first (in order), then the call goes to the
+ * driver. A capture that fails to begin is reported back so the engine does not wait for its end. */
+#define AG_BARRIER(name, params, args)                                                                \
+    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                         \
+        ag_count(AG_ID_##name);                                                                       \
+        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
+            ag_engine_barrier(AG_ID_##name);                                                          \
+        CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
+        if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
+            atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
+            ag_engine_capture_failed(AG_ID_##name);                                                   \
+        return r_;                                                                                    \
+    }
+
+/* Kinds whose hooks do more than this are written by hand below. */
 #define AG_GEN_INIT(name, params, args)
 #define AG_GEN_PROC(name, params, args)
-#define AG_GEN_LAUNCH AG_PASSTHROUGH
-#define AG_GEN_COPY AG_PASSTHROUGH
-#define AG_GEN_SET AG_PASSTHROUGH
-#define AG_GEN_SYNC AG_PASSTHROUGH
-#define AG_GEN_EVENT AG_PASSTHROUGH
-#define AG_GEN_STREAM AG_PASSTHROUGH
-#define AG_GEN_HOSTFN AG_PASSTHROUGH
-#define AG_GEN_MEMOP AG_PASSTHROUGH
+#define AG_GEN_DLAUNCH(name, params, args)
+#define AG_GEN_DSET(name, params, args)
+#define AG_GEN_DCOPY(name, params, args)
+#define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
-#define AG_GEN_FREE AG_PASSTHROUGH
-#define AG_GEN_GRAPH AG_PASSTHROUGH
-#define AG_GEN_CAPTURE AG_PASSTHROUGH
-#define AG_GEN_MODULE AG_PASSTHROUGH
-#define AG_GEN_CONTEXT AG_PASSTHROUGH
-#define AG_GEN_IPC AG_PASSTHROUGH
+#define AG_GEN_LAUNCH AG_BARRIER
+#define AG_GEN_COPY AG_BARRIER
+#define AG_GEN_SET AG_BARRIER
+#define AG_GEN_SYNC AG_BARRIER
+#define AG_GEN_EVENT AG_BARRIER
+#define AG_GEN_STREAM AG_BARRIER
+#define AG_GEN_HOSTFN AG_BARRIER
+#define AG_GEN_MEMOP AG_BARRIER
+#define AG_GEN_FREE AG_BARRIER
+#define AG_GEN_GRAPH AG_BARRIER
+#define AG_GEN_CAPTURE AG_BARRIER
+#define AG_GEN_MODULE AG_BARRIER
+#define AG_GEN_CONTEXT AG_BARRIER
+#define AG_GEN_IPC AG_BARRIER
 
 #define AG_HOOK(kind, name, params, args) AG_GEN_##kind(name, params, args)
 #include "hooks.def"
 #undef AG_HOOK
+
+/* ---- the operations the engine may defer ---- */
+
+#define AG_LAUNCH_HOOK(name)                                                                          \
+    AG_EXPORT CUresult CUDAAPI name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,      \
+                                    unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem, \
+                                    CUstream s, void **params, void **extra)                          \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (!real_)                                                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                              \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                          \
+        ag_count(AG_ID_##name);                                                                       \
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
+            return real_(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                          \
+        return ag_engine_launch(AG_ID_##name, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);     \
+    }
+AG_LAUNCH_HOOK(cuLaunchKernel)
+AG_LAUNCH_HOOK(cuLaunchKernel_ptsz)
+
+#define AG_LAUNCH_EX_HOOK(name)                                                                       \
+    AG_EXPORT CUresult CUDAAPI name(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (!real_)                                                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                              \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_(config, f, params, extra);                                                   \
+        ag_count(AG_ID_##name);                                                                       \
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
+            return real_(config, f, params, extra);                                                   \
+        return ag_engine_launch_ex(AG_ID_##name, config, f, params, extra);                           \
+    }
+AG_LAUNCH_EX_HOOK(cuLaunchKernelEx)
+AG_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
+
+#define AG_MEMSET_HOOK(name, type, elem)                                                              \
+    AG_EXPORT CUresult CUDAAPI name(CUdeviceptr dst, type value, size_t n, CUstream s)                \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (!real_)                                                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                              \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_(dst, value, n, s);                                                           \
+        ag_count(AG_ID_##name);                                                                       \
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
+            return real_(dst, value, n, s);                                                           \
+        return ag_engine_memset(AG_ID_##name, dst, value, elem, n, s);                                \
+    }
+AG_MEMSET_HOOK(cuMemsetD8Async, unsigned char, 1)
+AG_MEMSET_HOOK(cuMemsetD8Async_ptsz, unsigned char, 1)
+AG_MEMSET_HOOK(cuMemsetD16Async, unsigned short, 2)
+AG_MEMSET_HOOK(cuMemsetD16Async_ptsz, unsigned short, 2)
+AG_MEMSET_HOOK(cuMemsetD32Async, unsigned int, 4)
+AG_MEMSET_HOOK(cuMemsetD32Async_ptsz, unsigned int, 4)
+
+#define AG_COPY_HOOK(name)                                                                            \
+    AG_EXPORT CUresult CUDAAPI name(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)           \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (!real_)                                                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                              \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_(dst, src, n, s);                                                             \
+        ag_count(AG_ID_##name);                                                                       \
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
+            return real_(dst, src, n, s);                                                             \
+        return ag_engine_copy(AG_ID_##name, dst, src, n, s);                                          \
+    }
+AG_COPY_HOOK(cuMemcpyDtoDAsync_v2)
+AG_COPY_HOOK(cuMemcpyDtoDAsync_v2_ptsz)
 
 AG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 {

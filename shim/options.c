@@ -18,14 +18,24 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "point, kernel launches). '%p' is replaced by the process id; a forked child writes "
                       "statistics only when the path contains '%p'."},
     [AG_OPT_SCOPE] = {"AUTOGRAPH_SCOPE", AG_OPT_ENUM, "all", "off|all",
-                      "Which work the shim may take over. 'off' passes every call straight to the driver "
-                      "(statistics are still counted)."},
+                      "Which work the shim may take over. 'all': every repeating kernel launch, memset and "
+                      "device-to-device copy; 'off': every call goes straight to the driver (statistics are "
+                      "still counted)."},
     [AG_OPT_CUPTI] = {"AUTOGRAPH_CUPTI", AG_OPT_ENUM, "off", "off|always",
                       "CUPTI observer. 'always' subscribes to the driver's launch callbacks for the whole "
                       "run and reports the launches CUPTI saw next to the ones the hooks saw (coverage)."},
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
                           "libcupti to open instead of searching the usual places (the CUDA toolkit's "
                           "extras/CUPTI/lib64, the library path)."},
+    [AG_OPT_WARMUP] = {"AUTOGRAPH_WARMUP", AG_OPT_INT, "2", "1..1000",
+                       "How many times a chunk of work must be seen, identically, before it is deferred and "
+                       "replayed from a CUDA graph."},
+    [AG_OPT_CHUNK] = {"AUTOGRAPH_CHUNK", AG_OPT_INT, "128", "4..8192",
+                      "Most operations per graph. Long segments are cut into chunks so that the GPU runs one "
+                      "chunk while the CPU issues the next; chunks shrink toward the expected sync point."},
+    [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
+                           "Most CUDA graphs kept at once; the least recently launched one is destroyed "
+                           "first."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

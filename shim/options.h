@@ -24,6 +24,9 @@ typedef enum {
     AG_OPT_SCOPE,
     AG_OPT_CUPTI,
     AG_OPT_CUPTI_LIB,
+    AG_OPT_WARMUP,
+    AG_OPT_CHUNK,
+    AG_OPT_MAX_GRAPHS,
     AG_OPT_COUNT
 } ag_opt_id_t;
 

@@ -140,7 +140,7 @@ static uint64_t launches_of(const uint64_t *tot)
 {
     uint64_t n = 0;
     for (int i = 0; i < AG_ID_COUNT; i++)
-        if (ag_hook_kinds[i] == AG_KIND_LAUNCH)
+        if (AG_KIND_IS_LAUNCH(ag_hook_kinds[i]))
             n += tot[i];
     return n;
 }
@@ -169,15 +169,15 @@ static int write_json(const char *path, const uint64_t *tot)
     }
     fprintf(f, "%s},\n  \"unmatched_proc_addresses\": %lu,\n", *sep ? "\n  " : "",
             atomic_load(&ag_unmatched_proc));
+    ag_engine_stats(f);
     long long cl = ag_cupti_launches();
-    if (cl >= 0)
-    {
+    if (cl >= 0) {
         fprintf(f, "  \"cupti\": {\"enabled\": true, \"launches\": %lld, \"library\": ", cl);
         put_json_string(f, ag_cupti_library());
         fprintf(f, "}\n");
-    }
-    else
+    } else {
         fprintf(f, "  \"cupti\": {\"enabled\": false}\n");
+    }
     fprintf(f, "}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {

@@ -7,7 +7,7 @@
 
 static int is_launch(const char *n)
 {
-    return ag_hook_by_name(n) >= 0 && ag_hook_kinds[ag_hook_by_name(n)] == AG_KIND_LAUNCH;
+    return ag_hook_by_name(n) >= 0 && AG_KIND_IS_LAUNCH(ag_hook_kinds[ag_hook_by_name(n)]);
 }
 
 int main(void)

@@ -1,0 +1,1013 @@
+/* The replay engine. Deferrable operations (kernel launches, async memsets, async device-to-device
+ * copies) are matched against the variants the learner expects next; while one still matches they are
+ * held back (their arguments copied into an arena), and when a variant completes, its CUDA graph (built
+ * once by re-issuing the operations under stream capture on a private stream) is launched onto the
+ * application's stream with the changed arguments patched in. A mismatch, a barrier in the middle of a
+ * chunk, or any failure issues the held operations eagerly, in order: deferral stays invisible. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "pattern.h"
+
+#define MAX_ATTRS 8
+#define LAYOUT_SLOTS 8192
+
+/* ---- driver entry points the engine calls besides the hooked ones ---- */
+#define AG_DRV(name, params) typedef CUresult(CUDAAPI *drv_##name##_t) params;
+#include "driver.def"
+#undef AG_DRV
+static struct {
+#define AG_DRV(name, params) drv_##name##_t name;
+#include "driver.def"
+#undef AG_DRV
+} drv;
+
+#define REAL(name) ((ag_fn_##name##_t)ag_real[AG_ID_##name])
+
+/* ---- kernel argument layouts, per function handle ---- */
+typedef struct {
+    const void *handle;
+    uint32_t nparams;
+    uint32_t total;   /* bytes from the first parameter to the end of the last */
+    uint8_t no_defer; /* NCCL kernels, or no layout */
+    uint32_t *off, *size;
+} layout_t;
+
+typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY } op_kind_t;
+
+typedef struct {
+    uint8_t kind;
+    uint8_t ex; /* from cuLaunchKernelEx */
+    uint8_t nattrs;
+    ag_id_t id; /* the entry point it came through, for an eager re-issue */
+    CUfunction f;
+    unsigned grid[3], block[3], smem;
+    CUstream stream;
+    const layout_t *layout;
+    size_t arg_off; /* kernel arguments in the arena */
+    /* memset / copy */
+    CUdeviceptr dst, src;
+    size_t n;
+    unsigned value, elem;
+    /* last, so that copies of an operation without attributes stop before them */
+    CUlaunchAttribute attrs[MAX_ATTRS];
+} op_t;
+
+static size_t op_size(const op_t *o)
+{
+    return offsetof(op_t, attrs) + sizeof(CUlaunchAttribute) * o->nattrs;
+}
+
+/* A variant's graph: the executable, its nodes in operation order, and what each node holds now. */
+typedef struct {
+    CUgraph graph;
+    CUgraphExec exec;
+    uint32_t n;
+    CUgraphNode *nodes;
+    CUDA_KERNEL_NODE_PARAMS *kp;
+    op_t *ops;            /* what each node holds now (kernel arguments in args) */
+    unsigned char *args;  /* kernel argument bytes baked into the exec */
+    uint64_t last_launch; /* for least-recently-used eviction */
+    ag_variant_t *owner;
+} graph_t;
+
+enum {
+    FB_MISMATCH,
+    FB_BARRIER,
+    FB_STREAM,
+    FB_UNDEFERRABLE,
+    FB_CAPTURE_FAILED,
+    FB_LAUNCH_FAILED,
+    FB_CONTEXT,
+    FB_COUNT
+};
+static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
+                                               "graph_build_failed", "graph_launch_failed", "other_context"};
+
+static struct {
+    pthread_mutex_t lock;
+    int ready, disabled;
+    CUcontext ctx;
+    ag_learner_t learner;
+    ag_variant_t *cands[AG_MAX_CANDIDATES];
+    int ncand;
+    ag_variant_t *match[AG_MAX_CANDIDATES];
+    int nmatch;
+    CUstream cur_stream;
+    int have_stream;
+    op_t *pending;
+    uint32_t npending, cap_pending;
+    unsigned char *arena;
+    size_t arena_used, arena_cap;
+    void **ptrs; /* scratch kernelParams */
+    uint32_t cap_ptrs;
+    CUstream cap_stream;
+    layout_t *layouts[LAYOUT_SLOTS];
+    graph_t **graphs;
+    uint32_t ngraphs, max_graphs;
+    uint64_t clock;
+    int app_captures;
+
+    /* statistics (under the lock) */
+    uint64_t deferred, replayed, graphs_built, graph_launches, nodes_patched, graphs_evicted;
+    uint64_t fallbacks[FB_COUNT];
+    uint64_t match_ns, match_timed, eager_ns, eager_timed, eager_count, replay_host_ns;
+} E = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+atomic_int ag_engine_on;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void disable(const char *why, CUresult r)
+{
+    E.disabled = 1;
+    atomic_store(&ag_engine_on, 0);
+    ag_log(AG_LOG_ERROR, "engine disabled (%s, CUDA error %d); the program goes on with plain launches", why, (int)r);
+}
+
+/* ---- arena and pending operations ---- */
+
+static int reserve(size_t bytes)
+{
+    if (E.arena_used + bytes <= E.arena_cap)
+        return 0;
+    size_t cap = E.arena_cap ? E.arena_cap : 1 << 16;
+    while (cap < E.arena_used + bytes)
+        cap *= 2;
+    unsigned char *a = realloc(E.arena, cap);
+    if (!a)
+        return -1;
+    E.arena = a;
+    E.arena_cap = cap;
+    return 0;
+}
+
+static op_t *pending_slot(void)
+{
+    if (E.npending == E.cap_pending) {
+        uint32_t cap = E.cap_pending ? E.cap_pending * 2 : 256;
+        op_t *p = realloc(E.pending, sizeof *p * cap);
+        if (!p)
+            return NULL;
+        E.pending = p;
+        E.cap_pending = cap;
+    }
+    return &E.pending[E.npending];
+}
+
+static void **param_ptrs(const layout_t *lay, unsigned char *args)
+{
+    if (lay->nparams > E.cap_ptrs) {
+        void **p = realloc(E.ptrs, sizeof *p * lay->nparams);
+        if (!p)
+            return NULL;
+        E.ptrs = p;
+        E.cap_ptrs = lay->nparams;
+    }
+    for (uint32_t i = 0; i < lay->nparams; i++)
+        E.ptrs[i] = args + lay->off[i];
+    return E.ptrs;
+}
+
+/* ---- layouts ---- */
+
+static int is_nccl(const char *name)
+{
+    return name && (strstr(name, "ncclKernel") || strstr(name, "ncclDevKernel"));
+}
+
+static const layout_t *layout_of(CUfunction f)
+{
+    uint32_t h = (uint32_t)(((uintptr_t)f >> 4) ^ ((uintptr_t)f >> 20)) % LAYOUT_SLOTS;
+    for (uint32_t probe = 0; probe < LAYOUT_SLOTS; probe++, h = (h + 1) % LAYOUT_SLOTS) {
+        layout_t *l = E.layouts[h];
+        if (!l)
+            break;
+        if (l->handle == f)
+            return l;
+    }
+    if (E.layouts[h])
+        return NULL; /* table full: such a program is not ours to speed up */
+    layout_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->handle = f;
+    /* PyTorch passes CUkernel handles, on which the CUfunction queries fail with INVALID_HANDLE. */
+    int kernel = 0;
+    size_t off, size;
+    CUresult r = drv.cuFuncGetParamInfo(f, 0, &off, &size);
+    if (r == CUDA_ERROR_INVALID_HANDLE && drv.cuKernelGetParamInfo) {
+        kernel = 1;
+        r = drv.cuKernelGetParamInfo((CUkernel)f, 0, &off, &size);
+    }
+    const char *name = NULL;
+    if (kernel ? !drv.cuKernelGetName || drv.cuKernelGetName(&name, (CUkernel)f) != CUDA_SUCCESS
+               : !drv.cuFuncGetName || drv.cuFuncGetName(&name, f) != CUDA_SUCCESS)
+        name = NULL;
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {
+        l->no_defer = 1; /* no way to know the argument bytes */
+    } else {
+        uint32_t cap = 0;
+        for (uint32_t i = 0; r == CUDA_SUCCESS; i++) {
+            if (i == cap) {
+                cap = cap ? cap * 2 : 16;
+                uint32_t *o = realloc(l->off, sizeof *o * cap), *s;
+                if (o)
+                    l->off = o;
+                s = realloc(l->size, sizeof *s * cap);
+                if (s)
+                    l->size = s;
+                if (!o || !s) {
+                    l->no_defer = 1;
+                    break;
+                }
+            }
+            l->off[i] = (uint32_t)off;
+            l->size[i] = (uint32_t)size;
+            l->nparams = i + 1;
+            if (off + size > l->total)
+                l->total = (uint32_t)(off + size);
+            r = kernel ? drv.cuKernelGetParamInfo((CUkernel)f, i + 1, &off, &size)
+                       : drv.cuFuncGetParamInfo(f, i + 1, &off, &size);
+        }
+    }
+    if (is_nccl(name))
+        l->no_defer = 1; /* NCCL kernels wait on other processes: never hold them back */
+    E.layouts[h] = l;
+    ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes%s", name ? name : "?", (void *)f,
+           l->nparams, l->total, l->no_defer ? ", never deferred" : "");
+    return l;
+}
+
+/* ---- signatures ---- */
+
+static uint64_t op_sig(const op_t *o)
+{
+    uint64_t h = ag_mix(o->kind + 1, (uint64_t)(uintptr_t)o->stream);
+    switch (o->kind) {
+    case OP_KERNEL:
+        h = ag_mix(h, (uint64_t)(uintptr_t)o->f);
+        h = ag_mix(h, (uint64_t)o->grid[0] | (uint64_t)o->grid[1] << 32);
+        h = ag_mix(h, (uint64_t)o->grid[2] | (uint64_t)o->block[0] << 32);
+        h = ag_mix(h, (uint64_t)o->block[1] | (uint64_t)o->block[2] << 32);
+        h = ag_mix(h, (uint64_t)o->smem | (uint64_t)o->ex << 32 | (uint64_t)o->nattrs << 40);
+        for (unsigned i = 0; i < o->nattrs; i++) {
+            const uint64_t *w = (const uint64_t *)&o->attrs[i];
+            for (size_t k = 0; k < sizeof o->attrs[i] / 8; k++)
+                h = ag_mix(h, w[k]);
+        }
+        break;
+    case OP_MEMSET:
+        h = ag_mix(h, (uint64_t)o->n);
+        h = ag_mix(h, (uint64_t)o->elem);
+        break;
+    case OP_COPY:
+        h = ag_mix(h, (uint64_t)o->n);
+        break;
+    }
+    return h;
+}
+
+/* ---- issuing operations ---- */
+
+static CUresult issue_kernel(const op_t *o, CUstream stream, unsigned char *args)
+{
+    void **params = o->layout->nparams ? param_ptrs(o->layout, args) : NULL;
+    if (o->layout->nparams && !params)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (o->ex) {
+        CUlaunchConfig cfg = {o->grid[0], o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2],
+                              o->smem, stream, (CUlaunchAttribute *)o->attrs, o->nattrs};
+        ag_fn_cuLaunchKernelEx_t fn = (ag_fn_cuLaunchKernelEx_t)ag_real[o->id];
+        return fn(&cfg, o->f, params, NULL);
+    }
+    ag_fn_cuLaunchKernel_t fn = (ag_fn_cuLaunchKernel_t)ag_real[o->id];
+    return fn(o->f, o->grid[0], o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2], o->smem, stream,
+              params, NULL);
+}
+
+static CUresult issue_memset(const op_t *o, CUstream stream)
+{
+    switch (o->elem) {
+    case 1:
+        return REAL(cuMemsetD8Async)(o->dst, (unsigned char)o->value, o->n, stream);
+    case 2:
+        return REAL(cuMemsetD16Async)(o->dst, (unsigned short)o->value, o->n, stream);
+    default:
+        return REAL(cuMemsetD32Async)(o->dst, o->value, o->n, stream);
+    }
+}
+
+static CUresult issue(const op_t *o, CUstream stream)
+{
+    switch (o->kind) {
+    case OP_KERNEL:
+        return issue_kernel(o, stream, E.arena + o->arg_off);
+    case OP_MEMSET:
+        return issue_memset(o, stream);
+    default:
+        return REAL(cuMemcpyDtoDAsync_v2)(o->dst, o->src, o->n, stream);
+    }
+}
+
+/* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
+ * now is one CUDA would report asynchronously, at the next sync, so it is logged and the next sync
+ * reports the sticky error if there is one. */
+static void flush_eager(int reason)
+{
+    if (!E.npending)
+        return;
+    E.fallbacks[reason]++;
+    for (uint32_t i = 0; i < E.npending; i++) {
+        CUresult r = issue(&E.pending[i], E.pending[i].stream);
+        if (r != CUDA_SUCCESS)
+            AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
+    }
+    E.npending = 0;
+    E.arena_used = 0;
+}
+
+/* ---- graphs ---- */
+
+static void graph_free(graph_t *g)
+{
+    if (!g)
+        return;
+    if (g->exec)
+        drv.cuGraphExecDestroy(g->exec);
+    if (g->graph)
+        drv.cuGraphDestroy(g->graph);
+    free(g->nodes);
+    free(g->kp);
+    free(g->ops);
+    free(g->args);
+    free(g);
+}
+
+static void graph_forget(graph_t *g)
+{
+    for (uint32_t i = 0; i < E.ngraphs; i++)
+        if (E.graphs[i] == g) {
+            E.graphs[i] = E.graphs[--E.ngraphs];
+            break;
+        }
+}
+
+static void release_variant(ag_variant_t *v, void *ctx)
+{
+    (void)ctx;
+    graph_t *g = v->graph;
+    graph_forget(g);
+    graph_free(g);
+    v->graph = NULL;
+}
+
+static void evict_lru_graph(void)
+{
+    uint32_t oldest = 0;
+    for (uint32_t i = 1; i < E.ngraphs; i++)
+        if (E.graphs[i]->last_launch < E.graphs[oldest]->last_launch)
+            oldest = i;
+    graph_t *g = E.graphs[oldest];
+    g->owner->graph = NULL;
+    graph_forget(g);
+    graph_free(g);
+    E.graphs_evicted++;
+}
+
+/* Captures the pending operations into a graph on the private stream. */
+static graph_t *graph_build(ag_variant_t *v)
+{
+    graph_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    uint32_t n = E.npending;
+    g->n = n;
+    g->owner = v;
+    g->nodes = calloc(n, sizeof *g->nodes);
+    g->kp = calloc(n, sizeof *g->kp);
+    g->ops = malloc(sizeof *g->ops * n);
+    g->args = malloc(E.arena_used ? E.arena_used : 1);
+    if (!g->nodes || !g->kp || !g->ops || !g->args)
+        goto fail;
+    memcpy(g->ops, E.pending, sizeof *g->ops * n);
+    memcpy(g->args, E.arena, E.arena_used);
+
+    ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
+    CUresult r = REAL(cuStreamBeginCapture_v2)(E.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+    int began = r == CUDA_SUCCESS, ok = began;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        r = issue(&E.pending[i], E.cap_stream);
+        CUstreamCaptureStatus st;
+        const CUgraphNode *deps = NULL;
+        size_t ndeps = 0;
+        if (r == CUDA_SUCCESS)
+            r = REAL(cuStreamGetCaptureInfo_v3)(E.cap_stream, &st, NULL, NULL, &deps, NULL, &ndeps);
+        ok = r == CUDA_SUCCESS && ndeps == 1;
+        if (ok)
+            g->nodes[i] = deps[0];
+    }
+    if (began) {
+        CUgraph graph = NULL;
+        CUresult re = REAL(cuStreamEndCapture)(E.cap_stream, &graph);
+        g->graph = graph;
+        if (re != CUDA_SUCCESS) {
+            ok = 0;
+            r = re;
+        }
+    }
+    ag_guard--;
+    if (!ok || !g->graph) {
+        ag_log(AG_LOG_DEBUG, "capturing a chunk of %u operations failed (CUDA error %d)", n, (int)r);
+        goto fail;
+    }
+    r = drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+    if (r != CUDA_SUCCESS) {
+        ag_log(AG_LOG_DEBUG, "instantiating a graph of %u operations failed (CUDA error %d)", n, (int)r);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (g->ops[i].kind == OP_KERNEL && drv.cuGraphKernelNodeGetParams_v2(g->nodes[i], &g->kp[i]) != CUDA_SUCCESS)
+            goto fail;
+    if (E.ngraphs >= E.max_graphs)
+        evict_lru_graph();
+    E.graphs[E.ngraphs++] = g;
+    E.graphs_built++;
+    return g;
+fail:
+    graph_free(g);
+    return NULL;
+}
+
+/* Writes into the exec what changed since its last launch: kernel arguments, memset targets and values,
+ * copy addresses. Returns 0, or -1 when the driver refused a patch. */
+static int graph_patch(graph_t *g)
+{
+    for (uint32_t i = 0; i < g->n; i++) {
+        op_t *now = &E.pending[i], *was = &g->ops[i];
+        CUresult r = CUDA_SUCCESS;
+        switch (now->kind) {
+        case OP_KERNEL: {
+            uint32_t total = now->layout->total;
+            unsigned char *a = E.arena + now->arg_off, *b = g->args + was->arg_off;
+            if (!total || memcmp(a, b, total) == 0)
+                continue;
+            CUDA_KERNEL_NODE_PARAMS kp = g->kp[i];
+            kp.kernelParams = param_ptrs(now->layout, a);
+            kp.extra = NULL;
+            r = drv.cuGraphExecKernelNodeSetParams_v2(g->exec, g->nodes[i], &kp);
+            if (r == CUDA_SUCCESS)
+                memcpy(b, a, total);
+            break;
+        }
+        case OP_MEMSET: {
+            if (now->dst == was->dst && now->value == was->value)
+                continue;
+            CUDA_MEMSET_NODE_PARAMS mp = {now->dst, 0, now->value, now->elem, now->n, 1};
+            r = drv.cuGraphExecMemsetNodeSetParams(g->exec, g->nodes[i], &mp, E.ctx);
+            if (r == CUDA_SUCCESS) {
+                was->dst = now->dst;
+                was->value = now->value;
+            }
+            break;
+        }
+        case OP_COPY: {
+            if (now->dst == was->dst && now->src == was->src)
+                continue;
+            CUDA_MEMCPY3D cp;
+            memset(&cp, 0, sizeof cp);
+            cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            cp.srcDevice = now->src;
+            cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            cp.dstDevice = now->dst;
+            cp.WidthInBytes = now->n;
+            cp.Height = 1;
+            cp.Depth = 1;
+            r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+            if (r == CUDA_SUCCESS) {
+                was->dst = now->dst;
+                was->src = now->src;
+            }
+            break;
+        }
+        }
+        if (r != CUDA_SUCCESS) {
+            AG_LOG_CAPPED(AG_LOG_DEBUG, "patching node %u failed (CUDA error %d)", i, (int)r);
+            return -1;
+        }
+        E.nodes_patched++;
+    }
+    return 0;
+}
+
+/* The pending operations are exactly variant v: launch its graph (built now if it has none). */
+static void complete(ag_variant_t *v)
+{
+    uint64_t t0 = now_ns();
+    graph_t *g = v->graph;
+    int fresh = 0;
+    if (!g) {
+        g = graph_build(v);
+        if (!g) {
+            v->ungraphable = 1;
+            flush_eager(FB_CAPTURE_FAILED);
+            return;
+        }
+        v->graph = g;
+        fresh = 1;
+    }
+    if (!fresh && graph_patch(g) != 0) {
+        /* The exec may hold a mix of old and new arguments now: it cannot be trusted again. */
+        release_variant(v, NULL);
+        flush_eager(FB_LAUNCH_FAILED);
+        return;
+    }
+    CUresult r = REAL(cuGraphLaunch)(g->exec, E.pending[0].stream);
+    if (r != CUDA_SUCCESS) {
+        AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
+        release_variant(v, NULL);
+        v->ungraphable = 1;
+        flush_eager(FB_LAUNCH_FAILED);
+        return;
+    }
+    g->last_launch = ++E.clock;
+    E.graph_launches++;
+    for (uint32_t i = 0; i < E.npending; i++)
+        E.replayed += E.pending[i].kind == OP_KERNEL;
+    E.npending = 0;
+    E.arena_used = 0;
+    ag_learner_succeeded(v);
+    E.replay_host_ns += now_ns() - t0;
+}
+
+/* ---- the state machine ---- */
+
+static void refresh_candidates(void)
+{
+    E.ncand = ag_learner_candidates(&E.learner, E.cands);
+    memcpy(E.match, E.cands, sizeof E.cands);
+    E.nmatch = E.ncand;
+}
+
+static int in_match(const ag_variant_t *v)
+{
+    for (int i = 0; i < E.nmatch; i++)
+        if (E.match[i] == v)
+            return 1;
+    return 0;
+}
+
+static void fallback(int reason)
+{
+    flush_eager(reason);
+    ag_learner_failed(&E.learner, E.cands, E.ncand);
+    if (E.learner.period)
+        ag_learner_unlock_period(&E.learner);
+    E.nmatch = E.ncand = 0;
+}
+
+/* A barrier: an observing call, a stream switch, or an undeferrable operation. */
+static void barrier(uint64_t kind, int reason)
+{
+    int had_pending = E.npending > 0;
+    ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
+    if (had_pending) {
+        if (v && E.nmatch && in_match(v) && v->ends_at_barrier && v->len == E.npending)
+            complete(v);
+        else
+            fallback(reason);
+    }
+    refresh_candidates();
+}
+
+static int init_engine(CUcontext ctx)
+{
+    E.ready = 1;
+    E.ctx = ctx;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int missing = !h;
+#define AG_DRV(name, params)                                                                          \
+    if (h && !(drv.name = (drv_##name##_t)ag_real_dlsym(h, #name)))                                   \
+        missing = 1;
+#include "driver.def"
+#undef AG_DRV
+    if (missing || !REAL(cuStreamBeginCapture_v2) || !REAL(cuStreamEndCapture) || !REAL(cuGraphLaunch) ||
+        !REAL(cuStreamGetCaptureInfo_v3) || !REAL(cuMemsetD8Async) || !REAL(cuMemcpyDtoDAsync_v2)) {
+        disable("the driver lacks an entry point the engine needs", CUDA_ERROR_NOT_FOUND);
+        return -1;
+    }
+    E.max_graphs = (uint32_t)ag_opt(AG_OPT_MAX_GRAPHS)->num;
+    E.graphs = calloc(E.max_graphs, sizeof *E.graphs);
+    if (!E.graphs || ag_learner_init(&E.learner, (uint32_t)ag_opt(AG_OPT_CHUNK)->num,
+                                     (uint32_t)ag_opt(AG_OPT_WARMUP)->num, 4096, release_variant, NULL) != 0) {
+        disable("out of memory", CUDA_ERROR_OUT_OF_MEMORY);
+        return -1;
+    }
+    CUresult r = drv.cuStreamCreate(&E.cap_stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+        disable("cannot create the capture stream", r);
+        return -1;
+    }
+    refresh_candidates();
+    return 0;
+}
+
+/* Common entry for a deferrable operation, under the lock. `eager` issues it as the application asked.
+ * Returns what the application gets back. */
+static CUresult op_arrive(op_t *o, const void *const *kparams, void **extra, CUresult (*eager)(const void *),
+                          const void *call, uint64_t t0)
+{
+    if (o->stream != E.cur_stream || !E.have_stream) {
+        if (E.have_stream)
+            barrier(0x5717ea3ULL ^ (uint64_t)(uintptr_t)o->stream, FB_STREAM);
+        E.cur_stream = o->stream;
+        E.have_stream = 1;
+    }
+    uint64_t sig = op_sig(o);
+    int deferred = 0;
+    if (E.nmatch) {
+        uint32_t pos = E.learner.chunk_pos;
+        int k = 0;
+        for (int i = 0; i < E.nmatch; i++)
+            if (E.match[i]->len > pos && E.match[i]->sigs[pos] == sig)
+                E.match[k++] = E.match[i];
+        E.nmatch = k;
+        if (!k) {
+            fallback(FB_MISMATCH);
+        } else {
+            op_t *slot = pending_slot();
+            int ok = slot != NULL;
+            if (ok && o->kind == OP_KERNEL) {
+                uint32_t total = o->layout->total;
+                ok = reserve(total) == 0;
+                if (ok) {
+                    unsigned char *a = E.arena + E.arena_used;
+                    if (kparams) {
+                        memset(a, 0, total); /* padding bytes must compare equal */
+                        for (uint32_t i = 0; i < o->layout->nparams; i++)
+                            memcpy(a + o->layout->off[i], kparams[i], o->layout->size[i]);
+                    } else {
+                        const void *buf = NULL;
+                        size_t size = 0;
+                        for (void **e = extra; e && *e != CU_LAUNCH_PARAM_END; e += 2) {
+                            if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                                buf = e[1];
+                            else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE)
+                                size = *(const size_t *)e[1];
+                        }
+                        ok = buf && size >= total;
+                        if (ok)
+                            memcpy(a, buf, total);
+                    }
+                    o->arg_off = E.arena_used;
+                    if (ok)
+                        E.arena_used += total;
+                }
+            }
+            if (ok) {
+                memcpy(slot, o, op_size(o));
+                E.npending++;
+                E.deferred++;
+                deferred = 1;
+                if (t0) {
+                    E.match_ns += now_ns() - t0;
+                    E.match_timed++;
+                }
+            } else {
+                fallback(FB_UNDEFERRABLE);
+            }
+        }
+    }
+    CUresult r = CUDA_SUCCESS;
+    if (!deferred) {
+        int timed = (E.eager_count++ & 15) == 0 && o->kind == OP_KERNEL;
+        uint64_t te = timed ? now_ns() : 0;
+        r = eager(call);
+        if (timed) {
+            E.eager_ns += now_ns() - te;
+            E.eager_timed++;
+        }
+        if (r != CUDA_SUCCESS) {
+            /* A failed launch did nothing: it is no part of the pattern. */
+            return r;
+        }
+    }
+    int step = ag_learner_push(&E.learner, sig);
+    if (step) {
+        int had = E.npending > 0;
+        ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);
+        if (had) {
+            if (v && in_match(v) && v->len == E.npending)
+                complete(v);
+            else
+                fallback(FB_MISMATCH);
+        }
+        refresh_candidates();
+    }
+    return r;
+}
+
+/* Takes the engine lock and checks that the engine may handle a call now. */
+static int enter(void)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.disabled || E.app_captures > 0 || !atomic_load_explicit(&ag_engine_on, memory_order_relaxed))
+        return 0;
+    CUcontext ctx = NULL;
+    if (!drv.cuCtxGetCurrent && !E.ready) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        drv.cuCtxGetCurrent = h ? (drv_cuCtxGetCurrent_t)ag_real_dlsym(h, "cuCtxGetCurrent") : NULL;
+    }
+    if (!drv.cuCtxGetCurrent || drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return 0;
+    if (!E.ready)
+        return init_engine(ctx) == 0;
+    if (ctx != E.ctx) {
+        /* Work for another context: everything held back goes first, and this call passes. */
+        if (E.npending)
+            barrier(0xc0ffee, FB_CONTEXT);
+        return 0;
+    }
+    return 1;
+}
+
+static void leave(void)
+{
+    pthread_mutex_unlock(&E.lock);
+}
+
+typedef struct {
+    ag_id_t id;
+    CUfunction f;
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    CUstream stream;
+    void **params, **extra;
+    const CUlaunchConfig *cfg;
+} kcall_t;
+
+static CUresult eager_kernel(const void *p)
+{
+    const kcall_t *c = p;
+    if (c->cfg)
+        return ((ag_fn_cuLaunchKernelEx_t)ag_real[c->id])(c->cfg, c->f, c->params, c->extra);
+    return ((ag_fn_cuLaunchKernel_t)ag_real[c->id])(c->f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem,
+                                                     c->stream, c->params, c->extra);
+}
+
+static int per_thread(ag_id_t id, CUstream s)
+{
+    size_t len = strlen(ag_hook_names[id]);
+    int pt = len > 5 && ag_hook_names[id][len - 5] == '_' && ag_hook_names[id][len - 4] == 'p';
+    return s == CU_STREAM_PER_THREAD || (pt && (s == NULL));
+}
+
+static CUstream norm_stream(CUstream s)
+{
+    return s == NULL ? CU_STREAM_LEGACY : s;
+}
+
+/* Bytes of an attribute's value that mean something (the rest of the union may be garbage), or -1 for
+ * attributes that make the launch observable (events) or device-updatable: never deferred. */
+static int attr_value_size(CUlaunchAttributeID id)
+{
+    switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+        return (int)sizeof(CUaccessPolicyWindow);
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+        return 3 * (int)sizeof(unsigned);
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+        return (int)sizeof(CUlaunchMemSyncDomainMap);
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+        return -1;
+    default:
+        return (int)sizeof(int);
+    }
+}
+
+/* Every 16th operation of a thread is timed from hook entry to return, for host_ns_per_match. */
+static AG_TLS unsigned sample_tick;
+
+static CUresult kernel_common(kcall_t *c)
+{
+    uint64_t t0 = (sample_tick++ & 15) == 0 ? now_ns() : 0;
+    if (!enter()) {
+        leave();
+        return eager_kernel(c);
+    }
+    op_t o;
+    o.kind = OP_KERNEL;
+    o.ex = c->cfg != NULL;
+    o.nattrs = 0;
+    o.id = c->id;
+    o.f = c->f;
+    o.grid[0] = c->gx, o.grid[1] = c->gy, o.grid[2] = c->gz;
+    o.block[0] = c->bx, o.block[1] = c->by, o.block[2] = c->bz;
+    o.smem = c->smem;
+    o.stream = norm_stream(c->stream);
+    o.layout = layout_of(c->f);
+    int ok = o.layout && !o.layout->no_defer && !per_thread(c->id, c->stream) && (!c->params || !c->extra);
+    if (ok && c->cfg) {
+        if (c->cfg->numAttrs > MAX_ATTRS)
+            ok = 0;
+        else if (c->cfg->numAttrs) {
+            o.nattrs = (uint8_t)c->cfg->numAttrs;
+            memset(o.attrs, 0, sizeof *o.attrs * o.nattrs);
+            for (unsigned i = 0; ok && i < o.nattrs; i++) {
+                int vs = attr_value_size(c->cfg->attrs[i].id);
+                ok = vs >= 0 && (size_t)vs <= sizeof o.attrs[i].value;
+                if (ok) {
+                    o.attrs[i].id = c->cfg->attrs[i].id;
+                    memcpy(&o.attrs[i].value, &c->cfg->attrs[i].value, (size_t)vs);
+                }
+            }
+        }
+    }
+    CUresult r;
+    if (!ok) {
+        barrier(0xdefe4ULL, FB_UNDEFERRABLE);
+        r = eager_kernel(c);
+    } else {
+        r = op_arrive(&o, (const void *const *)c->params, c->extra, eager_kernel, c, t0);
+    }
+    leave();
+    return r;
+}
+
+CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+{
+    kcall_t c = {id, f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL};
+    return kernel_common(&c);
+}
+
+CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
+{
+    if (!cfg)
+        return ((ag_fn_cuLaunchKernelEx_t)ag_real[id])(cfg, f, params, extra);
+    kcall_t c = {id, f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,
+                 cfg->sharedMemBytes, cfg->hStream, params, extra, cfg};
+    return kernel_common(&c);
+}
+
+typedef struct {
+    ag_id_t id;
+    CUdeviceptr dst, src;
+    unsigned value;
+    size_t n;
+    CUstream stream;
+} mcall_t;
+
+static CUresult eager_memset(const void *p)
+{
+    const mcall_t *c = p;
+    switch (ag_hook_kinds[c->id] == AG_KIND_DSET ? c->id : AG_ID_COUNT) {
+    case AG_ID_cuMemsetD8Async:
+    case AG_ID_cuMemsetD8Async_ptsz:
+        return ((ag_fn_cuMemsetD8Async_t)ag_real[c->id])(c->dst, (unsigned char)c->value, c->n, c->stream);
+    case AG_ID_cuMemsetD16Async:
+    case AG_ID_cuMemsetD16Async_ptsz:
+        return ((ag_fn_cuMemsetD16Async_t)ag_real[c->id])(c->dst, (unsigned short)c->value, c->n, c->stream);
+    default:
+        return ((ag_fn_cuMemsetD32Async_t)ag_real[c->id])(c->dst, c->value, c->n, c->stream);
+    }
+}
+
+static CUresult eager_copy(const void *p)
+{
+    const mcall_t *c = p;
+    return ((ag_fn_cuMemcpyDtoDAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
+}
+
+static CUresult mem_common(const mcall_t *c, unsigned elem)
+{
+    CUresult (*eager)(const void *) = elem ? eager_memset : eager_copy;
+    if (!enter()) {
+        leave();
+        return eager(c);
+    }
+    op_t o;
+    memset(&o, 0, sizeof o);
+    o.kind = elem ? OP_MEMSET : OP_COPY;
+    o.id = c->id;
+    o.stream = norm_stream(c->stream);
+    o.dst = c->dst;
+    o.src = c->src;
+    o.n = c->n;
+    o.value = c->value;
+    o.elem = elem;
+    CUresult r;
+    if (per_thread(c->id, c->stream)) {
+        barrier(0xdefe4ULL, FB_UNDEFERRABLE);
+        r = eager(c);
+    } else {
+        r = op_arrive(&o, NULL, NULL, eager, c, 0);
+    }
+    leave();
+    return r;
+}
+
+CUresult ag_engine_memset(ag_id_t id, CUdeviceptr dst, unsigned value, unsigned elem, size_t n, CUstream s)
+{
+    mcall_t c = {id, dst, 0, value, n, s};
+    return mem_common(&c, elem);
+}
+
+CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    mcall_t c = {id, dst, src, 0, n, s};
+    return mem_common(&c, 0);
+}
+
+void ag_engine_barrier(ag_id_t id)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled)
+        barrier(0xba77ULL + (uint64_t)id, FB_BARRIER);
+    /* The application's own capture: nothing of ours may enter its graph, and its launches go
+     * straight to the capturing stream. */
+    if (ag_hook_kinds[id] == AG_KIND_CAPTURE) {
+        const char *n = ag_hook_names[id];
+        if (strstr(n, "BeginCapture"))
+            E.app_captures++;
+        else if (strstr(n, "EndCapture") && E.app_captures > 0)
+            E.app_captures--;
+    }
+    pthread_mutex_unlock(&E.lock);
+}
+
+void ag_engine_capture_failed(ag_id_t id)
+{
+    pthread_mutex_lock(&E.lock);
+    if (strstr(ag_hook_names[id], "BeginCapture") && E.app_captures > 0)
+        E.app_captures--;
+    pthread_mutex_unlock(&E.lock);
+}
+
+void ag_engine_exit(void)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled)
+        barrier(0xe817ULL, FB_BARRIER);
+    atomic_store(&ag_engine_on, 0);
+    E.disabled = 1;
+    pthread_mutex_unlock(&E.lock);
+}
+
+void ag_engine_fork_child(void)
+{
+    /* CUDA cannot be used in a forked child; the child's calls go straight to the driver. */
+    pthread_mutex_init(&E.lock, NULL);
+    E.disabled = 1;
+    atomic_store(&ag_engine_on, 0);
+}
+
+void ag_engine_fork_prepare(void)
+{
+    pthread_mutex_lock(&E.lock);
+}
+
+void ag_engine_fork_parent(void)
+{
+    pthread_mutex_unlock(&E.lock);
+}
+
+void ag_engine_start(void)
+{
+    if (ag_opt(AG_OPT_SCOPE)->num != AG_SCOPE_OFF)
+        atomic_store(&ag_engine_on, 1);
+}
+
+void ag_engine_stats(FILE *f)
+{
+    pthread_mutex_lock(&E.lock);
+    double per_match = E.match_timed ? (double)E.match_ns / (double)E.match_timed : 0;
+    double per_eager = E.eager_timed ? (double)E.eager_ns / (double)E.eager_timed : 0;
+    double saved_ms = ((double)E.replayed * per_eager - (double)E.replay_host_ns -
+                       (double)E.deferred * per_match) / 1e6;
+    fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
+               "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_evicted\": %llu,\n"
+               "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
+               "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
+               "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n    \"fallbacks\": {",
+            (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)E.graphs_built,
+            E.ngraphs, (unsigned long long)E.graphs_evicted, (unsigned long long)E.graph_launches,
+            (unsigned long long)E.nodes_patched, per_match, per_eager, saved_ms, E.learner.table.count);
+    for (int i = 0; i < FB_COUNT; i++)
+        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
+    fprintf(f, "}\n  },\n");
+    pthread_mutex_unlock(&E.lock);
+}

@@ -1,0 +1,11 @@
+/* The replay engine: records deferrable operations (kernel launches, memsets, device-to-device copies),
+ * follows the learned pattern (pattern.h), defers the operations of a chunk that matches a learned
+ * variant, and at the chunk's end launches the variant's CUDA graph with the changed arguments patched
+ * in; anything unexpected issues the deferred operations eagerly, in order.
+ * Locking: one engine per process (bound to the first context that launches), one mutex; the
+ * critical section holds the signature match and the copy of the operation's arguments. Declarations
+ * for the other files are in internal.h (group engine.c). */
+#ifndef AG_ENGINE_H
+#define AG_ENGINE_H
+#include "internal.h"
+#endif

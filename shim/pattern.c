@@ -1,0 +1,329 @@
+/* Learns the repeating work from operation signatures alone: chunk variants keyed by the point of the
+ * iteration where they start, a chunk plan that shrinks toward the expected barrier, exponential
+ * backoff for variants that fail, and a period detector (prefix function) for loops without barriers. */
+#include "pattern.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEG_SEED0 0x243f6a8885a308d3ULL
+#define CONTENT0 0x13198a2e03707344ULL
+#define VIRTUAL_KIND 0xa4093822299f31d0ULL
+#define MAX_FAILS 10
+
+uint64_t ag_mix(uint64_t h, uint64_t v)
+{
+    /* A 64-bit mix with good avalanche; collisions would merge two different chunks, so no
+     * truncation anywhere. */
+    uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t key_of(const ag_learner_t *l)
+{
+    return ag_mix(l->seg_seed, l->content);
+}
+
+static size_t bucket_of(const ag_vtable_t *t, uint64_t start)
+{
+    return (size_t)(start ^ (start >> 29)) & (t->nbuckets - 1);
+}
+
+static void variant_free(ag_vtable_t *t, ag_variant_t *v)
+{
+    if (v->graph && t->release)
+        t->release(v, t->release_ctx);
+    free(v->sigs);
+    free(v);
+    t->count--;
+}
+
+/* Drops variants that were never worth a graph, then the older half, keeping `keep`. */
+static void evict(ag_vtable_t *t, const ag_variant_t *keep, uint32_t warmup, uint64_t tick)
+{
+    uint64_t oldest = tick;
+    for (int pass = 0; pass < 2 && t->count > t->max_count * 3 / 4; pass++) {
+        uint64_t cutoff = oldest + (tick - oldest) / 2;
+        for (size_t b = 0; b < t->nbuckets; b++) {
+            for (ag_variant_t **pp = &t->buckets[b]; *pp;) {
+                ag_variant_t *v = *pp;
+                int drop = v != keep && (pass == 0 ? (v->seen < warmup && !v->graph) : v->last_used < cutoff);
+                if (pass == 0 && v->last_used < oldest)
+                    oldest = v->last_used;
+                if (drop) {
+                    *pp = v->next;
+                    variant_free(t, v);
+                } else {
+                    pp = &v->next;
+                }
+            }
+        }
+    }
+}
+
+static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
+{
+    ag_vtable_t *t = &l->table;
+    uint64_t end = key_of(l);
+    size_t b = bucket_of(t, l->chunk_start);
+    ag_variant_t *lru = NULL;
+    int same_start = 0;
+    for (ag_variant_t *v = t->buckets[b]; v; v = v->next) {
+        if (v->start != l->chunk_start)
+            continue;
+        same_start++;
+        if (v->end == end && v->len == l->chunk_pos && v->ends_at_barrier == at_barrier) {
+            v->seen++;
+            v->last_used = l->tick;
+            return v;
+        }
+        if (!lru || v->last_used < lru->last_used)
+            lru = v;
+    }
+    if (same_start >= AG_MAX_VARIANTS_PER_START && lru) {
+        for (ag_variant_t **pp = &t->buckets[b]; *pp; pp = &(*pp)->next)
+            if (*pp == lru) {
+                *pp = lru->next;
+                variant_free(t, lru);
+                break;
+            }
+    }
+    ag_variant_t *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    v->sigs = malloc(sizeof(uint64_t) * (l->chunk_pos ? l->chunk_pos : 1));
+    if (!v->sigs) {
+        free(v);
+        return NULL;
+    }
+    memcpy(v->sigs, l->chunk_sigs, sizeof(uint64_t) * l->chunk_pos);
+    v->start = l->chunk_start;
+    v->end = end;
+    v->len = l->chunk_pos;
+    v->ends_at_barrier = (uint8_t)at_barrier;
+    v->seen = 1;
+    v->last_used = l->tick;
+    v->next = t->buckets[b];
+    t->buckets[b] = v;
+    t->count++;
+    if (t->count > t->max_count)
+        evict(t, v, l->warmup, l->tick);
+    return v;
+}
+
+static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
+{
+    return &l->seglens[(seed ^ (seed >> 32)) % (sizeof l->seglens / sizeof *l->seglens)];
+}
+
+/* Chunks shrink toward the expected end of the segment: work still deferred at a barrier runs only
+ * then, while the CPU waits, so the last chunks are small. */
+static uint32_t plan(ag_learner_t *l)
+{
+    uint32_t c = l->chunk_max;
+    ag_seglen_t *s = seglen_slot(l, l->seg_seed);
+    if (s->seed != l->seg_seed || s->length <= l->seg_pos)
+        return c;
+    uint32_t remaining = s->length - l->seg_pos;
+    if (remaining > 2 * c)
+        return c;
+    if (remaining > c)
+        return (remaining + 1) / 2;
+    return remaining > 8 ? (remaining + 1) / 2 : remaining;
+}
+
+int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t warmup, size_t max_variants,
+                    ag_variant_release_fn release, void *release_ctx)
+{
+    memset(l, 0, sizeof *l);
+    l->chunk_max = chunk_max ? chunk_max : 1;
+    l->warmup = warmup ? warmup : 1;
+    l->table.nbuckets = 1024;
+    l->table.max_count = max_variants ? max_variants : 1;
+    l->table.release = release;
+    l->table.release_ctx = release_ctx;
+    l->table.buckets = calloc(l->table.nbuckets, sizeof *l->table.buckets);
+    l->chunk_sigs = malloc(sizeof(uint64_t) * l->chunk_max);
+    l->ring = malloc(sizeof(uint64_t) * AG_PERIOD_WINDOW);
+    l->prefix = malloc(sizeof(int32_t) * AG_PERIOD_WINDOW);
+    l->lin = malloc(sizeof(uint64_t) * AG_PERIOD_WINDOW);
+    if (!l->table.buckets || !l->chunk_sigs || !l->ring || !l->prefix || !l->lin) {
+        ag_learner_destroy(l);
+        return -ENOMEM;
+    }
+    l->seg_seed = SEG_SEED0;
+    l->content = CONTENT0;
+    l->chunk_start = key_of(l);
+    l->chunk_target = plan(l);
+    return 0;
+}
+
+void ag_learner_destroy(ag_learner_t *l)
+{
+    if (l->table.buckets) {
+        for (size_t b = 0; b < l->table.nbuckets; b++)
+            while (l->table.buckets[b]) {
+                ag_variant_t *v = l->table.buckets[b];
+                l->table.buckets[b] = v->next;
+                variant_free(&l->table, v);
+            }
+    }
+    free(l->table.buckets);
+    free(l->chunk_sigs);
+    free(l->ring);
+    free(l->prefix);
+    free(l->lin);
+    memset(l, 0, sizeof *l);
+}
+
+uint32_t ag_smallest_period(const uint64_t *s, uint32_t n, int32_t *pi)
+{
+    if (n == 0)
+        return 0;
+    pi[0] = 0;
+    for (uint32_t i = 1; i < n; i++) {
+        int32_t k = pi[i - 1];
+        while (k > 0 && s[i] != s[k])
+            k = pi[k - 1];
+        if (s[i] == s[k])
+            k++;
+        pi[i] = k;
+    }
+    return n - (uint32_t)pi[n - 1];
+}
+
+/* Looks for a period in the recent window; locks it (a multiple of at least AG_MIN_VIRTUAL_SEGMENT
+ * operations) when the window holds two full repetitions. */
+static int detect_period(ag_learner_t *l)
+{
+    uint32_t n = l->ring_total < AG_PERIOD_WINDOW ? (uint32_t)l->ring_total : AG_PERIOD_WINDOW;
+    if (n < 2 * AG_MIN_VIRTUAL_SEGMENT)
+        return 0;
+    uint64_t *lin = l->lin;
+    uint64_t first = l->ring_total - n;
+    for (uint32_t i = 0; i < n; i++)
+        lin[i] = l->ring[(first + i) % AG_PERIOD_WINDOW];
+    uint32_t p = ag_smallest_period(lin, n, l->prefix);
+    if (p == 0 || p > n / 2)
+        return 0;
+    uint32_t mult = (AG_MIN_VIRTUAL_SEGMENT + p - 1) / p;
+    l->period = p * mult;
+    l->period_pos = 0;
+    return 1;
+}
+
+static int period_holds(const ag_learner_t *l)
+{
+    uint64_t p = l->period;
+    if (l->ring_total < 2 * p || 2 * p > AG_PERIOD_WINDOW)
+        return 1;
+    for (uint64_t i = l->ring_total - p; i < l->ring_total; i++)
+        if (l->ring[i % AG_PERIOD_WINDOW] != l->ring[(i - p) % AG_PERIOD_WINDOW])
+            return 0;
+    return 1;
+}
+
+int ag_learner_push(ag_learner_t *l, uint64_t sig)
+{
+    l->chunk_sigs[l->chunk_pos++] = sig;
+    l->content = ag_mix(l->content, sig);
+    l->seg_pos++;
+    l->tick++;
+    l->ring[l->ring_total++ % AG_PERIOD_WINDOW] = sig;
+    if (l->period) {
+        if (++l->period_pos >= l->period) {
+            /* Once in a while, check that the locked period still holds; a period that drifted is
+             * found again rather than served by many phase-shifted variants. */
+            if (++l->since_check >= 16) {
+                l->since_check = 0;
+                if (!period_holds(l)) {
+                    l->period = 0;
+                    l->seg_pos = 0;
+                }
+            }
+            return 2;
+        }
+    } else if (l->seg_pos >= 2 * l->chunk_max && ++l->since_check >= 256) {
+        l->since_check = 0;
+        if (detect_period(l))
+            return 2;
+    }
+    return l->chunk_pos >= l->chunk_target ? 1 : 0;
+}
+
+ag_variant_t *ag_learner_close(ag_learner_t *l)
+{
+    ag_variant_t *v = record_chunk(l, 0);
+    l->chunk_start = key_of(l);
+    l->chunk_pos = 0;
+    l->chunk_target = plan(l);
+    return v;
+}
+
+ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
+{
+    ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
+    ag_seglen_t *s = seglen_slot(l, l->seg_seed);
+    s->seed = l->seg_seed;
+    s->length = l->seg_pos;
+    l->seg_seed = ag_mix(ag_mix(SEG_SEED0, l->content), virtual_ ? VIRTUAL_KIND : kind);
+    l->content = CONTENT0;
+    l->seg_pos = 0;
+    l->chunk_pos = 0;
+    l->chunk_start = key_of(l);
+    if (virtual_) {
+        l->period_pos = 0;
+    } else {
+        /* Real barriers restart detection at the same place every iteration, so that virtual
+         * barriers inside long segments fall on the same operations each time. */
+        l->period = 0;
+        l->since_check = 0;
+        l->ring_total = 0;
+    }
+    l->chunk_target = plan(l);
+    return v;
+}
+
+int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
+{
+    int n = 0;
+    ag_vtable_t *t = &l->table;
+    for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v && n < AG_MAX_CANDIDATES; v = v->next) {
+        if (v->start != l->chunk_start || v->ungraphable)
+            continue;
+        /* One failure after a success costs nothing (another variant came this time, or noise);
+         * each further failure without a success in between doubles the warm-up. */
+        uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
+        if (v->seen >= (l->warmup << shift))
+            out[n++] = v;
+    }
+    return n;
+}
+
+void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n)
+{
+    (void)l;
+    for (int i = 0; i < n; i++) {
+        if (cands[i]->fails < MAX_FAILS)
+            cands[i]->fails++;
+        if (cands[i]->fails >= 2)
+            cands[i]->seen = 0;
+    }
+}
+
+void ag_learner_succeeded(ag_variant_t *v)
+{
+    v->fails = 0;
+}
+
+void ag_learner_unlock_period(ag_learner_t *l)
+{
+    l->period = 0;
+    l->since_check = 0;
+}

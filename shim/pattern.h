@@ -1,0 +1,114 @@
+/* Pattern detection on plain signatures (no CUDA headers): a chained hash of the operations since the
+ * last barrier identifies "this point of the iteration"; chunks of operations that start at the same
+ * point and contain the same signatures are learned as variants; a variant seen often enough is a
+ * candidate for deferral and replay. For loops that never reach a barrier, a period detector places
+ * virtual barriers every period.
+ * Locking: an ag_learner_t and its table belong to one engine and are used under that engine's lock. */
+#ifndef AG_PATTERN_H
+#define AG_PATTERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AG_MAX_VARIANTS_PER_START 4
+#define AG_MAX_CANDIDATES AG_MAX_VARIANTS_PER_START
+#define AG_PERIOD_WINDOW 4096
+#define AG_MIN_VIRTUAL_SEGMENT 32
+
+typedef struct ag_variant {
+    uint64_t start;          /* key at the chunk's start */
+    uint64_t end;            /* key after its last operation */
+    uint32_t len;            /* operations */
+    uint8_t ends_at_barrier; /* closed by a barrier (real or virtual) rather than by the chunk plan */
+    uint8_t ungraphable;     /* building or launching its graph failed: never defer it again */
+    uint32_t seen;           /* sightings since it was learned or last failed */
+    uint32_t fails;          /* deferrals of this start that failed: the backoff exponent */
+    uint64_t last_used;      /* learner tick of the last sighting, for eviction */
+    uint64_t *sigs;          /* len signatures */
+    void *graph;             /* owned by the engine (replay.c); released through the table's callback */
+    struct ag_variant *next; /* bucket chain */
+} ag_variant_t;
+
+typedef void (*ag_variant_release_fn)(ag_variant_t *v, void *ctx);
+
+typedef struct {
+    ag_variant_t **buckets;
+    size_t nbuckets;
+    size_t count, max_count;
+    ag_variant_release_fn release;
+    void *release_ctx;
+} ag_vtable_t;
+
+typedef struct {
+    uint64_t seed;   /* chain state at the segment's start */
+    uint32_t length; /* operations in the segment the last time it ended */
+} ag_seglen_t;
+
+typedef struct {
+    /* configuration */
+    uint32_t chunk_max; /* AUTOGRAPH_CHUNK */
+    uint32_t warmup;    /* sightings before a variant is a candidate */
+
+    /* position: key = mix(seg_seed, content) names "this point of the iteration" */
+    uint64_t content;     /* hash of the operations since the segment's start, from a constant */
+    uint64_t seg_seed;    /* what came before: the previous segment's content and its barrier */
+    uint32_t seg_pos;     /* operations since the segment's start */
+    uint64_t chunk_start; /* key at the chunk's start */
+    uint32_t chunk_pos;   /* operations in the current chunk */
+    uint32_t chunk_target;
+    uint64_t *chunk_sigs; /* signatures of the current chunk (chunk_max of them) */
+    uint64_t tick;
+
+    /* expected segment lengths, keyed by seed, for the chunk plan */
+    ag_seglen_t seglens[256];
+
+    /* period detection for loops without barriers */
+    uint64_t *ring; /* last AG_PERIOD_WINDOW signatures */
+    uint64_t ring_total;
+    uint32_t period;       /* locked period (0: none) */
+    uint32_t period_pos;   /* operations since the last virtual barrier */
+    uint32_t since_check;  /* operations since the last period check */
+    int32_t *prefix;       /* scratch for the prefix function */
+    uint64_t *lin;         /* scratch: the window in chronological order */
+
+    ag_vtable_t table;
+} ag_learner_t;
+
+/* Mixes a value into a hash (also used to build operation signatures). */
+uint64_t ag_mix(uint64_t h, uint64_t v);
+
+int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t warmup, size_t max_variants,
+                    ag_variant_release_fn release, void *release_ctx);
+void ag_learner_destroy(ag_learner_t *l);
+
+/* Appends one operation. Returns 1 when the chunk plan closes the chunk after it (the caller then
+ * calls ag_learner_close), 2 when a virtual barrier falls after it (call ag_learner_barrier with
+ * virtual_=1), 0 otherwise. */
+int ag_learner_push(ag_learner_t *l, uint64_t sig);
+
+/* Closes the current chunk at its planned size and starts the next. Returns the variant that now
+ * describes the closed chunk (learned or re-seen), or NULL (out of memory). */
+ag_variant_t *ag_learner_close(ag_learner_t *l);
+
+/* A barrier (an observing call, identified by `kind`) or a virtual barrier ends the segment: closes a
+ * non-empty chunk and starts a new segment. Returns the closed chunk's variant or NULL. */
+ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_);
+
+/* Variants that may follow from the current chunk start and have been seen often enough; fills out[]
+ * (at most AG_MAX_CANDIDATES) and returns how many. */
+int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
+
+/* A deferral of these candidates failed: from the second failure in a row on, forget their sightings
+ * and back off exponentially. */
+void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n);
+
+/* A deferral of this variant completed: its failures are forgiven. */
+void ag_learner_succeeded(ag_variant_t *v);
+
+/* Forgets the locked period (after a mismatch inside a virtual segment). */
+void ag_learner_unlock_period(ag_learner_t *l);
+
+/* Smallest period of s[0..n) (n if none): exposed for the unit tests. */
+uint32_t ag_smallest_period(const uint64_t *s, uint32_t n, int32_t *scratch);
+
+#endif

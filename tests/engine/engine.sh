@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs one engine_prog case plain and under the shim on fakecuda: identical output, and the statistics
+# show at least MIN_REPLAYED percent of the launches replayed from graphs (0 = only check output).
+# Usage: engine.sh BUILD_DIR CASE ITERS MIN_REPLAYED [extra env assignments...]
+set -euo pipefail
+build=$1 case=$2 iters=$3 min=$4
+shift 4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+prog=$build/bin/engine_prog
+"$prog" "$case" "$iters" >"$tmp/plain.out"
+env "$@" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.json" \
+    "$prog" "$case" "$iters" >"$tmp/shim.out" 2>"$tmp/shim.err" || { cat "$tmp/shim.err"; exit 1; }
+cat "$tmp/shim.err"
+diff -u "$tmp/plain.out" "$tmp/shim.out"
+python3 - "$tmp/stats.json" "$min" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["replay"]
+frac = 100.0 * r["launches_replayed"] / max(1, s["launches"])
+print(f"launches {s['launches']} replayed {r['launches_replayed']} ({frac:.1f}%), graphs {r['graphs_built']}, "
+      f"graph launches {r['graph_launches']}, patched {r['nodes_patched']}, fallbacks {r['fallbacks']}")
+if frac < float(sys.argv[2]):
+    sys.exit(f"replayed {frac:.1f}% < {sys.argv[2]}%")
+PY

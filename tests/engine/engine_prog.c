@@ -1,0 +1,161 @@
+/* Directed workloads for the replay engine on fakecuda: each --case runs a loop the engine should learn
+ * and replay, and prints a checksum of every result the host saw. tests/engine/engine.sh runs it plain
+ * and under the shim: outputs must be identical and the statistics must show replays. */
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define CK(x)                                                                                         \
+    do {                                                                                              \
+        CUresult r_ = (x);                                                                            \
+        if (r_ != CUDA_SUCCESS) {                                                                     \
+            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_);                     \
+            exit(1);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+#define N 1024
+
+/* y[i] = a * x[i] + b */
+static void k_axpb(void **args, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)args[0];
+    const float *x = *(float *const *)args[1];
+    float a = *(float *)args[2], b = *(float *)args[3];
+    int n = *(int *)args[4];
+    (void)d;
+    for (int i = 0; i < n; i++)
+        y[i] = a * x[i] + b;
+}
+
+/* A philox-like kernel: the offset grows every iteration, passed by value. */
+static void k_noise(void **args, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)args[0];
+    uint64_t seed = *(uint64_t *)args[1], off = *(uint64_t *)args[2];
+    int n = *(int *)args[3];
+    (void)d;
+    for (int i = 0; i < n; i++) {
+        uint64_t z = seed ^ (off * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL;
+        z ^= z >> 31;
+        y[i] += (float)(z % 1000) * 1e-4f;
+    }
+}
+
+/* s[0] = sum(x) over the grid size given in the launch (gx*bx elements). */
+static void k_sum(void **args, const fakecuda_dims_t *d)
+{
+    float *s = *(float **)args[0];
+    const float *x = *(float *const *)args[1];
+    unsigned n = d->gx * d->bx;
+    float acc = 0;
+    for (unsigned i = 0; i < n; i++)
+        acc += x[i];
+    s[0] = acc;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "sync";
+    int iters = argc > 2 ? atoi(argv[2]) : 30;
+    size_t s2[] = {8, 8, 4, 4, 4}, s3[] = {8, 8, 8, 4}, s4[] = {8, 8};
+    fakecuda_register_kernel("axpb", k_axpb, 5, s2);
+    fakecuda_register_kernel("noise", k_noise, 4, s3);
+    fakecuda_register_kernel("sum", k_sum, 2, s4);
+    CK(cuInit(0));
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CUmodule mod;
+    CK(cuModuleLoadData(&mod, "fakecuda-module engine"));
+    CUfunction axpb, noise, sum;
+    CK(cuModuleGetFunction(&axpb, mod, "axpb"));
+    CK(cuModuleGetFunction(&noise, mod, "noise"));
+    CK(cuModuleGetFunction(&sum, mod, "sum"));
+    CUdeviceptr buf[4], s;
+    for (int i = 0; i < 4; i++) {
+        CK(cuMemAlloc(&buf[i], N * sizeof(float)));
+        CK(cuMemsetD32(buf[i], 0, N));
+    }
+    CK(cuMemAlloc(&s, 64));
+    float host[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i / N;
+    CK(cuMemcpyHtoD(buf[0], host, sizeof host));
+    uint64_t h = 1469598103934665603ULL;
+    int n = N;
+    uint64_t seed = 1234, off = 0;
+    CUstream stream = NULL;
+    if (strcmp(which, "stream") == 0)
+        CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+    for (int it = 0; it < iters; it++) {
+        /* Swapping buffers each iteration: arguments change, as with a caching allocator. */
+        CUdeviceptr x = buf[it % 2], y = buf[2 + it % 2];
+        int len = n;
+        unsigned grid = 1;
+        if (strcmp(which, "shape") == 0) { /* the batch changes every 4 iterations, back and forth */
+            len = (it / 4) % 2 ? N / 2 : N;
+            grid = (it / 4) % 2 ? 1 : 2;
+        }
+        for (int k = 0; k < 40; k++) {
+            float a = 1.0f + 0.001f * (float)k, b = (strcmp(which, "args") == 0) ? 0.01f * (float)it : 0.5f;
+            void *p[] = {&y, &x, &a, &b, &len};
+            CK(cuLaunchKernel(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            void *q[] = {&x, &y, &a, &b, &len};
+            CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            if (k % 10 == 3) {
+                off += 4;
+                void *r[] = {&x, &seed, &off, &len};
+                CK(cuLaunchKernel(noise, 1, 1, 1, 64, 1, 1, 0, stream, r, NULL));
+            }
+            if (k % 10 == 5 && strcmp(which, "memops") == 0) {
+                CK(cuMemsetD8Async(buf[2 + (it + 1) % 2], (unsigned char)(it & 1), 16, stream));
+                CK(cuMemcpyDtoDAsync(buf[(it + 1) % 2], x, 64, stream));
+            }
+        }
+        if (strcmp(which, "extra") == 0) {
+            struct {
+                CUdeviceptr s, x;
+            } packed = {s, x};
+            size_t sz = sizeof packed;
+            void *e[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz, CU_LAUNCH_PARAM_END};
+            CK(cuLaunchKernel(sum, 4, 1, 1, 256, 1, 1, 0, stream, NULL, e));
+        } else {
+            void *p[] = {&s, &x};
+            CUlaunchAttribute attr;
+            memset(&attr, 0xee, sizeof attr); /* garbage in the unused part of the union */
+            attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+            attr.value.priority = 0;
+            CUlaunchConfig cfg = {4, 1, 1, 256, 1, 1, 0, stream, &attr, 1};
+            CK(cuLaunchKernelEx(&cfg, sum, p, NULL));
+        }
+        if (strcmp(which, "nosync") != 0) {
+            float loss;
+            CK(cuMemcpyDtoHAsync(&loss, s, sizeof loss, stream));
+            CK(cuStreamSynchronize(stream));
+            h = fnv(h, &loss, sizeof loss);
+        }
+    }
+    CK(cuCtxSynchronize());
+    for (int i = 0; i < 4; i++) {
+        CK(cuMemcpyDtoH(host, buf[i], sizeof host));
+        h = fnv(h, host, sizeof host);
+    }
+    printf("case %s iters %d checksum %016llx\n", which, iters, (unsigned long long)h);
+    return 0;
+}

@@ -1,0 +1,234 @@
+/* Unit tests of pattern detection on synthetic signature streams: a loop with a sync per iteration,
+ * alternation, nesting, a loop that never syncs, noise, a period that drifts once and settles, shape
+ * changes back and forth, and a stream that never repeats. A small simulator plays the engine: it
+ * defers from the candidates at each chunk start and counts operations that a graph would replay. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pattern.h"
+
+#define BARRIER 0
+
+typedef struct {
+    ag_learner_t l;
+    ag_variant_t *cands[AG_MAX_CANDIDATES];
+    int ncand, nmatch;
+    ag_variant_t *match[AG_MAX_CANDIDATES];
+    long ops, replayed, fallbacks;
+} sim_t;
+
+static void refresh(sim_t *s)
+{
+    s->ncand = ag_learner_candidates(&s->l, s->cands);
+    memcpy(s->match, s->cands, sizeof s->cands);
+    s->nmatch = s->ncand;
+}
+
+static void completed(sim_t *s, ag_variant_t *v)
+{
+    for (int i = 0; i < s->nmatch; i++)
+        if (s->match[i] == v) {
+            s->replayed += v->len;
+            ag_learner_succeeded(v);
+        }
+}
+
+static void fail(sim_t *s)
+{
+    if (s->ncand)
+        s->fallbacks++;
+    ag_learner_failed(&s->l, s->cands, s->ncand);
+    s->ncand = s->nmatch = 0;
+}
+
+static void sim_op(sim_t *s, uint64_t sig)
+{
+    s->ops++;
+    if (sig == BARRIER) {
+        ag_variant_t *v = ag_learner_barrier(&s->l, 7, 0);
+        if (s->nmatch && v && v->ends_at_barrier)
+            completed(s, v);
+        refresh(s);
+        return;
+    }
+    if (s->nmatch) {
+        int k = 0;
+        for (int i = 0; i < s->nmatch; i++)
+            if (s->match[i]->len > s->l.chunk_pos && s->match[i]->sigs[s->l.chunk_pos] == sig)
+                s->match[k++] = s->match[i];
+        s->nmatch = k;
+        if (!k)
+            fail(s);
+    }
+    int r = ag_learner_push(&s->l, sig);
+    if (r == 1) {
+        ag_variant_t *v = ag_learner_close(&s->l);
+        if (s->nmatch && v)
+            completed(s, v);
+        else if (s->nmatch)
+            fail(s);
+        refresh(s);
+    } else if (r == 2) {
+        ag_variant_t *v = ag_learner_barrier(&s->l, 0, 1);
+        if (s->nmatch && v)
+            completed(s, v);
+        else if (s->nmatch)
+            fail(s);
+        refresh(s);
+    }
+}
+
+static void sim_init(sim_t *s, uint32_t chunk)
+{
+    memset(s, 0, sizeof *s);
+    CHECK(ag_learner_init(&s->l, chunk, 2, 512, NULL, NULL) == 0);
+    refresh(s);
+}
+
+static double frac(const sim_t *s)
+{
+    return (double)s->replayed / (double)s->ops;
+}
+
+/* Signature of kernel k at "shape" z. */
+static uint64_t K(int k, int z)
+{
+    return ag_mix(1000 + (uint64_t)k, (uint64_t)z);
+}
+
+static void iteration(sim_t *s, int n, int z, int sync)
+{
+    for (int i = 0; i < n; i++)
+        sim_op(s, K(i % 17, z));
+    if (sync)
+        sim_op(s, BARRIER);
+}
+
+int main(void)
+{
+    sim_t s;
+
+    /* Period finder. */
+    int32_t scratch[64];
+    uint64_t a[12] = {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3};
+    CHECK(ag_smallest_period(a, 12, scratch) == 3);
+    uint64_t b[5] = {1, 2, 3, 4, 5};
+    CHECK(ag_smallest_period(b, 5, scratch) == 5);
+    uint64_t c[7] = {5, 5, 5, 5, 5, 5, 5};
+    CHECK(ag_smallest_period(c, 7, scratch) == 1);
+
+    /* A training loop: 120 operations, a sync per iteration. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 100; it++)
+        iteration(&s, 120, 0, 1);
+    printf("sync loop: %.3f replayed, %ld fallbacks\n", frac(&s), s.fallbacks);
+    CHECK(frac(&s) > 0.9);
+    CHECK(s.fallbacks == 0);
+    ag_learner_destroy(&s.l);
+
+    /* Alternation: A B A B with different lengths and kernels. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 100; it++)
+        iteration(&s, it % 2 ? 90 : 130, it % 2, 1);
+    printf("alternation: %.3f replayed, %ld fallbacks\n", frac(&s), s.fallbacks);
+    CHECK(frac(&s) > 0.85);
+    ag_learner_destroy(&s.l);
+
+    /* Nesting: a layer of 10 kernels repeated 8 times between a head and a tail. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 60; it++) {
+        for (int i = 0; i < 5; i++)
+            sim_op(&s, K(100 + i, 0));
+        for (int layer = 0; layer < 8; layer++)
+            for (int i = 0; i < 10; i++)
+                sim_op(&s, K(200 + i, 0));
+        for (int i = 0; i < 7; i++)
+            sim_op(&s, K(300 + i, 0));
+        sim_op(&s, BARRIER);
+    }
+    printf("nesting: %.3f replayed\n", frac(&s));
+    CHECK(frac(&s) > 0.9);
+    ag_learner_destroy(&s.l);
+
+    /* A loop that never syncs: the period (50) must be found without barriers. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 400; it++)
+        iteration(&s, 50, 0, 0);
+    printf("no sync: %.3f replayed, period %u\n", frac(&s), s.l.period);
+    CHECK(s.l.period % 50 == 0);
+    CHECK(frac(&s) > 0.8);
+    ag_learner_destroy(&s.l);
+
+    /* Noise: an extra kernel every 10th iteration costs that iteration only. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 200; it++) {
+        if (it % 10 == 5)
+            sim_op(&s, K(999, 0));
+        iteration(&s, 100, 0, 1);
+    }
+    printf("noise: %.3f replayed, %ld fallbacks\n", frac(&s), s.fallbacks);
+    CHECK(frac(&s) > 0.6);
+    ag_learner_destroy(&s.l);
+
+    /* Drift once and settle: without syncs, the period changes from 50 to 60 and stays. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 200; it++)
+        iteration(&s, 50, 0, 0);
+    long before = s.replayed;
+    s.replayed = 0;
+    s.ops = 0;
+    for (int it = 0; it < 400; it++)
+        iteration(&s, 60, 3, 0);
+    printf("drift: %.3f replayed after the change (%ld before), period %u\n", frac(&s), before, s.l.period);
+    CHECK(s.l.period % 60 == 0);
+    CHECK(frac(&s) > 0.7);
+    ag_learner_destroy(&s.l);
+
+    /* Shape changes: the batch switches every 5 iterations between two sizes. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 200; it++)
+        iteration(&s, 40, (it / 5) % 2, 1);
+    printf("shape change: %.3f replayed, %ld fallbacks\n", frac(&s), s.fallbacks);
+    CHECK(frac(&s) > 0.6);
+    ag_learner_destroy(&s.l);
+
+    /* Never repeating: nothing replayed, nothing deferred, and the table stays bounded. */
+    sim_init(&s, 64);
+    srand(1);
+    for (int it = 0; it < 300; it++) {
+        for (int i = 0; i < 70; i++)
+            sim_op(&s, ag_mix((uint64_t)rand(), (uint64_t)it));
+        sim_op(&s, BARRIER);
+    }
+    printf("random: %.3f replayed, %zu variants\n", frac(&s), s.l.table.count);
+    CHECK(s.replayed == 0);
+    CHECK(s.fallbacks == 0);
+    CHECK(s.l.table.count <= 512);
+    ag_learner_destroy(&s.l);
+
+    /* A new segment every third iteration costs at most that iteration. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 200; it++)
+        iteration(&s, 30, it % 3 == 2 ? it : 0, 1);
+    printf("every third new: %.3f replayed, %ld fallbacks\n", frac(&s), s.fallbacks);
+    CHECK(s.fallbacks <= 200 / 3 + 1);
+    CHECK(frac(&s) > 0.3);
+    ag_learner_destroy(&s.l);
+
+    /* A segment that keeps failing backs off: after a regular start, everything from the 6th
+     * operation on changes every iteration, so the learned chunk fails at its 6th operation each time. */
+    sim_init(&s, 64);
+    for (int it = 0; it < 50; it++)
+        iteration(&s, 40, 0, 1);
+    long fb0 = s.fallbacks;
+    for (int it = 0; it < 150; it++) {
+        for (int i = 0; i < 40; i++)
+            sim_op(&s, i < 5 ? K(i, 0) : ag_mix((uint64_t)it, (uint64_t)i));
+        sim_op(&s, BARRIER);
+    }
+    printf("backoff: %ld fallbacks in 150 failing iterations\n", s.fallbacks - fb0);
+    CHECK(s.fallbacks - fb0 <= 3);
+    ag_learner_destroy(&s.l);
+    return CHECK_DONE();
+}
