@@ -67,10 +67,26 @@ static void evict(ag_vtable_t *t, const ag_variant_t *keep, uint32_t warmup, uin
     }
 }
 
+/* Applies the failure recorded by ag_learner_failed, now that the chunk is known to be new work. */
+static void penalize(ag_learner_t *l)
+{
+    for (int i = 0; i < l->nfailed; i++) {
+        ag_variant_t *v = l->failed[i];
+        if (v->fails < MAX_FAILS)
+            v->fails++;
+        if (v->fails >= 2)
+            v->seen = 0;
+    }
+    l->nfailed = 0;
+}
+
 static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
 {
     ag_vtable_t *t = &l->table;
     uint64_t end = key_of(l);
+    int judge = l->nfailed && l->failed_start == l->chunk_start;
+    if (!judge)
+        l->nfailed = 0;
     size_t b = bucket_of(t, l->chunk_start);
     ag_variant_t *lru = NULL;
     int same_start = 0;
@@ -79,6 +95,8 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
             continue;
         same_start++;
         if (v->end == end && v->len == l->chunk_pos && v->ends_at_barrier == at_barrier) {
+            /* Known work came instead of the candidates: another variant, not a failure. */
+            l->nfailed = 0;
             v->seen++;
             v->last_used = l->tick;
             return v;
@@ -86,6 +104,8 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
         if (!lru || v->last_used < lru->last_used)
             lru = v;
     }
+    if (judge)
+        penalize(l); /* before anything is evicted */
     if (same_start >= AG_MAX_VARIANTS_PER_START && lru) {
         for (ag_variant_t **pp = &t->buckets[b]; *pp; pp = &(*pp)->next)
             if (*pp == lru) {
@@ -308,13 +328,10 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
 
 void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n)
 {
-    (void)l;
-    for (int i = 0; i < n; i++) {
-        if (cands[i]->fails < MAX_FAILS)
-            cands[i]->fails++;
-        if (cands[i]->fails >= 2)
-            cands[i]->seen = 0;
-    }
+    /* Judged when the chunk closes: only new work counts against the candidates. */
+    l->nfailed = n < AG_MAX_CANDIDATES ? n : AG_MAX_CANDIDATES;
+    memcpy(l->failed, cands, sizeof *cands * (size_t)l->nfailed);
+    l->failed_start = l->chunk_start;
 }
 
 void ag_learner_succeeded(ag_variant_t *v)

@@ -71,6 +71,11 @@ typedef struct {
     int32_t *prefix;       /* scratch for the prefix function */
     uint64_t *lin;         /* scratch: the window in chronological order */
 
+    /* candidates that failed in the current chunk, judged when it closes */
+    ag_variant_t *failed[AG_MAX_CANDIDATES];
+    int nfailed;
+    uint64_t failed_start;
+
     ag_vtable_t table;
 } ag_learner_t;
 
@@ -98,8 +103,9 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_);
  * (at most AG_MAX_CANDIDATES) and returns how many. */
 int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
 
-/* A deferral of these candidates failed: from the second failure in a row on, forget their sightings
- * and back off exponentially. */
+/* A deferral of these candidates failed. Unless the chunk turns out to be another known variant, they
+ * are charged when it closes: from the second failure in a row on, their sightings are forgotten and
+ * the warm-up doubles with each further failure. */
 void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n);
 
 /* A deferral of this variant completed: its failures are forgiven. */
