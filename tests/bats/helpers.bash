@@ -31,14 +31,45 @@ same_output() {
     diff -u "$1/plain.out" "$1/shim.out"
 }
 
-# coverage_ok DIR [LABEL]: the hooks saw every launch CUPTI saw, and nothing bypassed the resolver.
+# coverage_ok DIR [LABEL]: the hooks saw every launch CUPTI saw, and nothing bypassed the resolver. CUPTI
+# sees each launch that reaches the driver as a launch; launches replayed inside a graph reach it as a
+# graph launch instead, so hooks == CUPTI + replayed.
 coverage_ok() {
-    local hooked cupti unmatched
-    hooked=$(stat "$1/stats.json" launches)
-    cupti=$(stat "$1/stats.json" cupti.launches)
-    unmatched=$(stat "$1/stats.json" unmatched_proc_addresses)
-    echo "launches: hooks $hooked, CUPTI $cupti, unmatched resolver answers $unmatched"
-    # tests/gpu/run.sh collects these lines into its closing table.
-    [ -z "${AG_SUMMARY:-}" ] || echo "coverage ${2:-$1} hooks=$hooked cupti=$cupti unmatched=$unmatched" >>"$AG_SUMMARY"
-    [ "$hooked" -gt 0 ] && [ "$hooked" = "$cupti" ] && [ "$unmatched" = 0 ]
+    local f=$1/stats.json hooked cupti unmatched replayed
+    hooked=$(stat "$f" launches)
+    cupti=$(stat "$f" cupti.launches)
+    unmatched=$(stat "$f" unmatched_proc_addresses)
+    replayed=$(stat "$f" replay.launches_replayed)
+    [ "$replayed" != null ] || replayed=0
+    echo "launches: hooks $hooked, CUPTI $cupti, replayed from graphs $replayed, unmatched resolver answers $unmatched"
+    summary "$1" "${2:-$1}"
+    [ "$hooked" -gt 0 ] && [ "$hooked" = "$((cupti + replayed))" ] && [ "$unmatched" = 0 ]
+}
+
+# summary DIR LABEL: one line for tests/gpu/run.sh's closing table (when AG_SUMMARY is set).
+summary() {
+    [ -n "${AG_SUMMARY:-}" ] || return 0
+    python3 - "$1/stats.json" "$2" >>"$AG_SUMMARY" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s.get("replay", {})
+c = s.get("cupti", {})
+n = s["launches"]
+rep = r.get("launches_replayed", 0)
+fb = {k: v for k, v in r.get("fallbacks", {}).items() if v}
+print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} replayed={rep:<7} "
+      f"({100.0 * rep / max(1, n):5.1f}%) graphs={r.get('graphs_built', 0):<4} "
+      f"ns/match={r.get('host_ns_per_match', 0):.0f} fallbacks={fb or '-'}")
+PY
+}
+
+# replayed_at_least DIR PERCENT: the share of launches replayed from graphs.
+replayed_at_least() {
+    python3 - "$1/stats.json" "$2" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+frac = 100.0 * s["replay"]["launches_replayed"] / max(1, s["launches"])
+print(f"replayed {frac:.1f}% of {s['launches']} launches")
+sys.exit(0 if frac >= float(sys.argv[2]) else 1)
+PY
 }

@@ -1,0 +1,178 @@
+/* Shared helpers for the autograph sample programs: error checks, argument parsing, timing, checksums.
+ * Contract: deterministic lines on stdout ending with "checksum: <16 hex digits>" (FNV-1a 64 over the
+ * final result bytes); "loop_ms: <float>" on stderr; exit 1 on any CUDA error, exit 2 for an
+ * unsupported --graph. */
+#ifndef AG_SAMPLES_COMMON_H
+#define AG_SAMPLES_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t ck_err_ = (call);                                                                  \
+    if (ck_err_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s failed: %s (%s, %d)\n", __FILE__, __LINE__, #call,                \
+              cudaGetErrorString(ck_err_), cudaGetErrorName(ck_err_), (int)ck_err_);               \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* Launch errors (bad configuration) are reported by cudaGetLastError; asynchronous faults surface at
+ * the next synchronizing call, which is checked too. */
+#define CK_LAUNCH() CK(cudaGetLastError())
+
+typedef struct {
+  long iters;
+  int graph;
+  unsigned long long seed;
+} ag_args;
+
+/* Extra per-sample options: kind 'i' stores a long, 'f' a double. */
+typedef struct {
+  const char *name;
+  char kind;
+  void *ptr;
+} ag_opt;
+
+static inline void ag_usage(const char *prog, const ag_opt *opts, int nopts) {
+  fprintf(stderr, "usage: %s [--iters N] [--graph] [--seed S]", prog);
+  for (int i = 0; i < nopts; i++)
+    fprintf(stderr, " [%s %s]", opts[i].name, opts[i].kind == 'i' ? "N" : "X");
+  fprintf(stderr, "\n");
+}
+
+static inline void ag_parse(int argc, char **argv, ag_args *a, long default_iters, const ag_opt *opts,
+                            int nopts) {
+  a->iters = default_iters;
+  a->graph = 0;
+  a->seed = 1234;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--graph") == 0) {
+      a->graph = 1;
+      continue;
+    }
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      ag_usage(argv[0], opts, nopts);
+      exit(0);
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s: unknown option or missing value: %s\n", argv[0], arg);
+      ag_usage(argv[0], opts, nopts);
+      exit(1);
+    }
+    const char *val = argv[i + 1];
+    char *end = NULL;
+    int matched = 1;
+    if (strcmp(arg, "--iters") == 0) {
+      a->iters = strtol(val, &end, 10);
+      if (*end == '\0' && a->iters < 1) end = (char *)"x";
+    } else if (strcmp(arg, "--seed") == 0) {
+      a->seed = strtoull(val, &end, 0);
+    } else {
+      matched = 0;
+      for (int k = 0; k < nopts; k++) {
+        if (strcmp(arg, opts[k].name) != 0) continue;
+        matched = 1;
+        if (opts[k].kind == 'i')
+          *(long *)opts[k].ptr = strtol(val, &end, 10);
+        else
+          *(double *)opts[k].ptr = strtod(val, &end);
+      }
+    }
+    if (!matched) {
+      fprintf(stderr, "%s: unknown option: %s\n", argv[0], arg);
+      ag_usage(argv[0], opts, nopts);
+      exit(1);
+    }
+    if (end == val || *end != '\0') {
+      fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], arg, val);
+      exit(1);
+    }
+    i++;
+  }
+}
+
+static inline void ag_graph_unsupported(const ag_args *a) {
+  if (a->graph) {
+    fprintf(stderr, "graph: unsupported\n");
+    exit(2);
+  }
+}
+
+static inline double ag_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static inline void ag_report_loop(double ms) { fprintf(stderr, "loop_ms: %.3f\n", ms); }
+
+/* Deterministic host-side initial data (splitmix64), identical on every machine. */
+static inline uint64_t ag_splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static inline void ag_fill_uniform(float *h, size_t n, uint64_t seed, float lo, float hi) {
+  uint64_t s = seed;
+  for (size_t i = 0; i < n; i++) {
+    float u = (float)(ag_splitmix64(&s) >> 40) * (1.0f / 16777216.0f);
+    h[i] = lo + (hi - lo) * u;
+  }
+}
+
+#define AG_FNV_INIT 0xcbf29ce484222325ULL
+
+static inline uint64_t ag_fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/* Copies a device buffer back (synchronously, after all work) and folds its bytes into h. */
+static inline uint64_t ag_hash_device(uint64_t h, const void *dptr, size_t bytes) {
+  void *tmp = malloc(bytes);
+  if (!tmp) {
+    fprintf(stderr, "out of host memory\n");
+    exit(1);
+  }
+  CK(cudaMemcpy(tmp, dptr, bytes, cudaMemcpyDeviceToHost));
+  h = ag_fnv1a(h, tmp, bytes);
+  free(tmp);
+  return h;
+}
+
+static inline void ag_print_checksum(uint64_t h) {
+  printf("checksum: %016llx\n", (unsigned long long)h);
+  fflush(stdout);
+}
+
+/* Captures one iteration enqueued by fn onto the created stream s and instantiates it once. */
+typedef void (*ag_enqueue_fn)(cudaStream_t s, void *ctx);
+
+static inline cudaGraphExec_t ag_capture(cudaStream_t s, ag_enqueue_fn fn, void *ctx) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  fn(s, ctx);
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphDestroy(graph));
+  return exec;
+}
+
+static inline int ag_blocks(long n, int threads) { return (int)((n + threads - 1) / threads); }
+
+#endif

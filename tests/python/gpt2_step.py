@@ -1,0 +1,83 @@
+"""Hugging Face GPT-2 training loop for autograph: 4 layers, width 256, built from a config (no
+download), trained on random tokens with AdamW; dropout on, loss.item() every step.
+
+Same contract as torch_mlp.py: stdout "step <i> loss <float.hex()>" per step and
+"checksum: <16 hex>" (sha256 of the parameters), stderr "loop_ms: <float>" and "steady_ms: <float>"
+(without the first step). --compile wraps the model in torch.compile; there is no --graph
+("graph: unsupported" on stderr, exit 2).
+"""
+import argparse
+import hashlib
+import os
+import sys
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+BATCH, SEQ = 8, 128
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--graph", action="store_true")
+    args = ap.parse_args()
+    if args.steps < 1:
+        sys.exit("--steps must be >= 1")
+    if args.graph:
+        print("graph: unsupported", file=sys.stderr)
+        sys.exit(2)
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(args.seed)
+    dev = torch.device("cuda")
+
+    config = transformers.GPT2Config(n_layer=4, n_embd=256, n_head=4, vocab_size=1024, n_positions=128,
+                                      bos_token_id=0, eos_token_id=0)
+    config.loss_type = "ForCausalLM"
+    # The plain attention implementation: its backward is deterministic, unlike fused SDPA kernels.
+    config._attn_implementation = "eager"
+    model = transformers.GPT2LMHeadModel(config).to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)
+    tokens = torch.randint(0, config.vocab_size, (4, BATCH, SEQ), device=dev)
+    step_model = torch.compile(model) if args.compile else model
+
+    losses = []
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(args.steps):
+        ids = tokens[i % tokens.shape[0]]
+        opt.zero_grad(set_to_none=True)
+        loss = step_model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if i == 0:
+            t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    ms = (time.perf_counter() - t0) * 1e3
+    steady_ms = (time.perf_counter() - t1) * 1e3
+
+    for i, l in enumerate(losses):
+        print(f"step {i} loss {float(l).hex()}")
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    print(f"checksum: {h.hexdigest()[:16]}", flush=True)
+    print(f"loop_ms: {ms:.3f}", file=sys.stderr)
+    # Without the first step (torch.compile's compilation, lazy initialization): steadier to compare.
+    print(f"steady_ms: {steady_ms:.3f}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""PyTorch training loop for autograph: an 8-layer MLP (width 512, batch 256) with dropout and AdamW.
+
+Run it with and without LD_PRELOAD=libautograph.so; stdout must be bit-identical (eager and --compile).
+stdout: "step <i> loss <float.hex()>" per step, then "checksum: <16 hex>" (sha256 of the parameters).
+stderr: "loop_ms: <float>" for the training loop and "steady_ms: <float>" without its first step.
+--graph is the hand-written torch.cuda.graphs ceiling; its losses differ (warm-up steps), so it prints
+"graph-mode" and must not be compared.
+"""
+import argparse
+import hashlib
+import os
+import sys
+import time
+
+# Must be set before torch initializes cuBLAS, or deterministic algorithms refuse to run.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
+
+
+def make_model():
+    layers = []
+    for _ in range(LAYERS - 1):
+        layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Dropout(p=0.1)]
+    layers.append(torch.nn.Linear(WIDTH, OUT))
+    return torch.nn.Sequential(*layers)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    ap.add_argument("--graph", action="store_true", help="hand-captured torch.cuda.graphs ceiling")
+    args = ap.parse_args()
+    if args.steps < 1:
+        sys.exit("--steps must be >= 1")
+    if args.compile and args.graph:
+        sys.exit("--compile and --graph are exclusive")
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(args.seed)
+    dev = torch.device("cuda")
+
+    model = make_model().to(dev)
+    # A small pool of batches generated on the GPU: eager steps see alternating input addresses.
+    xs = torch.randn(POOL, BATCH, WIDTH, device=dev)
+    proj = torch.randn(WIDTH, OUT, device=dev) / WIDTH ** 0.5
+    ys = torch.sin(xs @ proj)
+    losses = []
+
+    if args.graph:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True, capturable=True)
+        static_x, static_y = xs[0].clone(), ys[0].clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                F.mse_loss(model(static_x), static_y).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = F.mse_loss(model(static_x), static_y)
+            static_loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            static_x.copy_(xs[i % POOL])
+            static_y.copy_(ys[i % POOL])
+            graph.replay()
+            losses.append(static_loss.item())
+            if i == 0:
+                t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        steady_ms = (time.perf_counter() - t1) * 1e3
+        print("graph-mode")
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        step_model = torch.compile(model) if args.compile else model
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            opt.zero_grad(set_to_none=True)
+            loss = F.mse_loss(step_model(xs[i % POOL]), ys[i % POOL])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())  # D2H copy + sync every step, like real training loops
+            if i == 0:
+                t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        steady_ms = (time.perf_counter() - t1) * 1e3
+
+    for i, l in enumerate(losses):
+        print(f"step {i} loss {float(l).hex()}")
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    print(f"checksum: {h.hexdigest()[:16]}", flush=True)
+    print(f"loop_ms: {ms:.3f}", file=sys.stderr)
+    # Without the first step (torch.compile's compilation, lazy initialization): steadier to compare.
+    print(f"steady_ms: {steady_ms:.3f}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
