@@ -16,6 +16,22 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/eager/stats.json" calls.cuLaunchKernelEx)" != null ]  # cuBLASLt
 }
 
+@test "PyTorch MLP with dropout, 200 steps: bit-identical losses, most launches replayed" {
+    need torch
+    run_pair "$BATS_TEST_TMPDIR/mlp200" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200
+    same_output "$BATS_TEST_TMPDIR/mlp200"
+    summary "$BATS_TEST_TMPDIR/mlp200" torch_mlp_200
+    replayed_at_least "$BATS_TEST_TMPDIR/mlp200" 90
+}
+
+@test "GPT-2 (4 layers) training steps: identical losses" {
+    need torch
+    need transformers
+    run_pair "$BATS_TEST_TMPDIR/gpt2" python3 "$SRC_DIR/tests/python/gpt2_step.py" --steps 30
+    same_output "$BATS_TEST_TMPDIR/gpt2"
+    summary "$BATS_TEST_TMPDIR/gpt2" gpt2
+}
+
 @test "torch.compile training step (Triton): identical losses, every launch seen" {
     need torch
     need triton

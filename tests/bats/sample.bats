@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# One bundled sample (SAMPLE, set by CTest) on the GPU: identical output with and without the shim, the
-# launch count of the hooks equal to CUPTI's, and AUTOGRAPH_SCOPE=off still identical.
+# One bundled sample (SAMPLE, set by CTest) on the GPU: identical output with and without the shim, every
+# launch CUPTI saw reached a hook, at least MIN_REPLAYED percent of the launches replayed from graphs
+# (set per sample by CTest), and AUTOGRAPH_SCOPE=off identical with nothing replayed.
 
 load helpers
 
@@ -10,10 +11,11 @@ setup() {
     OUT=$BATS_TEST_TMPDIR/$SAMPLE
 }
 
-@test "$SAMPLE: identical output under the shim, every launch seen" {
-    AUTOGRAPH_CUPTI=always run_pair "$OUT" "$BIN/$SAMPLE" --iters 20
+@test "$SAMPLE: identical output under the shim, every launch seen, replayed from graphs" {
+    AUTOGRAPH_CUPTI=always run_pair "$OUT" "$BIN/$SAMPLE" --iters "${ITERS:-40}"
     same_output "$OUT"
     coverage_ok "$OUT" "$SAMPLE"
+    replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
 }
 
 @test "$SAMPLE: AUTOGRAPH_SCOPE=off is a pure pass-through" {
