@@ -99,19 +99,20 @@ static void fork_child(void)
     ag_engine_fork_child();
 }
 
-static void resolve_real_dlsym(void)
+void *ag_resolve_real_dlsym(void)
 {
-    /* dlvsym is not interposed; ask for the current symbol version first, then the original one. */
-    ag_real_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!ag_real_dlsym)
-        ag_real_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    if (!ag_real_dlsym)
-        ag_real_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+    /* dlvsym is not interposed; ask for the current symbol version first, then the original ones. */
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    void *(*fn)(void *, const char *) = NULL;
+    for (size_t i = 0; !fn && i < sizeof versions / sizeof *versions; i++)
+        fn = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    ag_real_dlsym = fn;
+    return (void *)fn;
 }
 
 __attribute__((constructor)) static void ag_start(void)
 {
-    resolve_real_dlsym();
+    ag_resolve_real_dlsym();
     /* Options first with the default level, so that warnings about them are printed. */
     ag_options_load(warn_option);
     ag_log_init((int)ag_opt(AG_OPT_LOG)->num);

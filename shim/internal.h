@@ -73,8 +73,10 @@ static inline void *ag_real_get(ag_id_t id)
 }
 /* The hook's own address for an id (interpose.c). */
 void *ag_hook_addr(ag_id_t id);
-/* Real dlsym, resolved in the constructor. */
+/* Real dlsym, resolved in the constructor or earlier by the first dlsym call (ag_resolve_real_dlsym,
+ * which returns it). */
 extern void *(*ag_real_dlsym)(void *, const char *);
+void *ag_resolve_real_dlsym(void);
 
 /* ---- stats.c: per-thread call counters and the JSON report. ----
  * Each thread writes only its own block (relaxed atomics, no contention); blocks of exited threads are

@@ -154,6 +154,9 @@ AG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
  * address we do not know would bypass the shim: count it, say so, and hand it out unchanged. */
 static void wrap_proc(const char *symbol, void **pfn)
 {
+    for (int i = 0; i < AG_ID_COUNT; i++)
+        if (*pfn == ag_hook_addr((ag_id_t)i))
+            return; /* already ours (a resolver that looks its answers up through dlsym) */
     int id = ag_hook_by_real(*pfn);
     if (id >= 0) {
         *pfn = ag_hook_addr((ag_id_t)id);
@@ -175,7 +178,10 @@ AG_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, i
     if (ag_guard)
         return real(symbol, pfn, cudaVersion, flags, symbolStatus);
     ag_count(AG_ID_cuGetProcAddress_v2);
+    /* Guarded: a resolver that uses dlsym itself must get the driver's answer, which we then wrap. */
+    ag_guard++;
     CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    ag_guard--;
     if (r == CUDA_SUCCESS && pfn && *pfn)
         wrap_proc(symbol, pfn);
     return r;
@@ -189,7 +195,9 @@ AG_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int 
     if (ag_guard)
         return real(symbol, pfn, cudaVersion, flags);
     ag_count(AG_ID_cuGetProcAddress);
+    ag_guard++;
     CUresult r = real(symbol, pfn, cudaVersion, flags);
+    ag_guard--;
     if (r == CUDA_SUCCESS && pfn && *pfn)
         wrap_proc(symbol, pfn);
     return r;
@@ -211,7 +219,8 @@ void *ag_hook_addr(ag_id_t id)
 void *ag_dlsym_hook(void *handle, const char *name);
 void *ag_dlsym_hook(void *handle, const char *name)
 {
-    if (AG_UNLIKELY(!ag_real_dlsym))
+    /* Constructors of libraries loaded before our own constructor ran may call dlsym already. */
+    if (AG_UNLIKELY(!ag_real_dlsym) && !ag_resolve_real_dlsym())
         return NULL;
     void *r = ag_real_dlsym(handle, name);
     if (!r || !name || name[0] != 'c' || name[1] != 'u' || ag_guard)
@@ -226,15 +235,26 @@ void *ag_dlsym_hook(void *handle, const char *name)
 }
 
 #if defined(__x86_64__)
+/* The real dlsym is resolved here if our constructor has not run yet, keeping the arguments and the
+ * caller's return address, so that RTLD_NEXT stays relative to the caller. */
 __asm__(".text\n"
         ".globl dlsym\n"
         ".type dlsym, @function\n"
         "dlsym:\n"
-        "    cmpq $-1, %rdi\n"
-        "    jne 1f\n"
         "    movq ag_real_dlsym(%rip), %rax\n"
         "    testq %rax, %rax\n"
+        "    jne 2f\n"
+        "    pushq %rdi\n"
+        "    pushq %rsi\n"
+        "    subq $8, %rsp\n"
+        "    call ag_resolve_real_dlsym\n"
+        "    addq $8, %rsp\n"
+        "    popq %rsi\n"
+        "    popq %rdi\n"
+        "    testq %rax, %rax\n"
         "    je 1f\n"
+        "2:  cmpq $-1, %rdi\n"
+        "    jne 1f\n"
         "    jmp *%rax\n"
         "1:  jmp ag_dlsym_hook\n"
         ".size dlsym, .-dlsym\n");
