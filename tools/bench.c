@@ -182,7 +182,7 @@ static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env
     char *argv[6];
     int argc = 0, rc;
     ag_child_t c;
-    double ms;
+    double ms = 0;
 
     *cks = NULL;
     argv[argc++] = s->path;
