@@ -19,6 +19,16 @@
 #undef cuEventElapsedTime
 #undef cuStreamBeginCapture
 #undef cuStreamGetCaptureInfo
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuIpcOpenMemHandle
+#undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
+#undef cuStreamBatchMemOp
+#undef cuStreamWaitValue32
+#undef cuStreamWaitValue64
+#undef cuStreamWriteValue32
+#undef cuStreamWriteValue64
 
 #define AG_EXPORT __attribute__((visibility("default")))
 #define AG_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -73,6 +83,8 @@ static inline void *ag_real_get(ag_id_t id)
 }
 /* The hook's own address for an id (interpose.c). */
 void *ag_hook_addr(ag_id_t id);
+/* Symbols whose cuGetProcAddress answer the shim could not map to a hook (interpose.c). */
+int ag_unmatched_names(const char *const **names);
 /* Real dlsym, resolved in the constructor or earlier by the first dlsym call (ag_resolve_real_dlsym,
  * which returns it). */
 extern void *(*ag_real_dlsym)(void *, const char *);

@@ -4,6 +4,8 @@
  * ABI matches the pointer the driver returned. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -152,7 +154,40 @@ AG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 
 /* Replaces the driver's answer by our hook with the same ABI. An entry point of a family we hook whose
  * address we do not know would bypass the shim: count it, say so, and hand it out unchanged. */
-static void wrap_proc(const char *symbol, void **pfn)
+/* Names of the unmatched answers, for the statistics (the first AG_MAX_UNMATCHED distinct ones). */
+#define AG_MAX_UNMATCHED 64
+static char unmatched_names[AG_MAX_UNMATCHED][64];
+static atomic_int n_unmatched_names;
+static pthread_mutex_t unmatched_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_unmatched(const char *symbol, int version, cuuint64_t flags, void *p)
+{
+    Dl_info info;
+    const char *what = dladdr(p, &info) && info.dli_sname ? info.dli_sname : "?";
+    ag_log(AG_LOG_DEBUG, "cuGetProcAddress(\"%s\", %d, flags %llu) returned %p (%s), unknown to the shim", symbol,
+           version, (unsigned long long)flags, p, what);
+    pthread_mutex_lock(&unmatched_lock);
+    int n = atomic_load(&n_unmatched_names), dup = 0;
+    for (int i = 0; i < n && !dup; i++)
+        dup = strncmp(unmatched_names[i], symbol, sizeof unmatched_names[i] - 1) == 0;
+    if (!dup && n < AG_MAX_UNMATCHED) {
+        snprintf(unmatched_names[n], sizeof unmatched_names[n], "%s", symbol);
+        atomic_store(&n_unmatched_names, n + 1);
+    }
+    pthread_mutex_unlock(&unmatched_lock);
+}
+
+int ag_unmatched_names(const char *const **names)
+{
+    static const char *ptrs[AG_MAX_UNMATCHED];
+    int n = atomic_load(&n_unmatched_names);
+    for (int i = 0; i < n; i++)
+        ptrs[i] = unmatched_names[i];
+    *names = ptrs;
+    return n;
+}
+
+static void wrap_proc(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     for (int i = 0; i < AG_ID_COUNT; i++)
         if (*pfn == ag_hook_addr((ag_id_t)i))
@@ -164,6 +199,7 @@ static void wrap_proc(const char *symbol, void **pfn)
     }
     if (symbol && ag_hook_family_known(symbol)) {
         atomic_fetch_add_explicit(&ag_unmatched_proc, 1, memory_order_relaxed);
+        note_unmatched(symbol, version, flags, *pfn);
         AG_LOG_CAPPED(AG_LOG_WARN, "cuGetProcAddress(\"%s\") returned an entry point the shim does not know; "
                                    "calls through it are not seen", symbol);
     }
@@ -183,7 +219,7 @@ AG_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, i
     CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
     ag_guard--;
     if (r == CUDA_SUCCESS && pfn && *pfn)
-        wrap_proc(symbol, pfn);
+        wrap_proc(symbol, pfn, cudaVersion, flags);
     return r;
 }
 
@@ -199,7 +235,7 @@ AG_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int 
     CUresult r = real(symbol, pfn, cudaVersion, flags);
     ag_guard--;
     if (r == CUDA_SUCCESS && pfn && *pfn)
-        wrap_proc(symbol, pfn);
+        wrap_proc(symbol, pfn, cudaVersion, flags);
     return r;
 }
 

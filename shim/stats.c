@@ -167,8 +167,15 @@ static int write_json(const char *path, const uint64_t *tot)
         fprintf(f, "%s\n    \"%s\": %llu", sep, ag_hook_names[i], (unsigned long long)tot[i]);
         sep = ",";
     }
-    fprintf(f, "%s},\n  \"unmatched_proc_addresses\": %lu,\n", *sep ? "\n  " : "",
+    fprintf(f, "%s},\n  \"unmatched_proc_addresses\": %lu,\n  \"unmatched_proc_names\": [", *sep ? "\n  " : "",
             atomic_load(&ag_unmatched_proc));
+    const char *const *names;
+    int nn = ag_unmatched_names(&names);
+    for (int i = 0; i < nn; i++) {
+        fputs(i ? ", " : "", f);
+        put_json_string(f, names[i]);
+    }
+    fprintf(f, "],\n");
     ag_engine_stats(f);
     long long cl = ag_cupti_launches();
     if (cl >= 0) {

@@ -62,7 +62,7 @@ echo
 echo "==== autograph GPU suite: $(head -1 "$OUT/gpu.txt") ===="
 echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) (rc $ctest_rc)"
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
-sed 's/^coverage /  /' "$AG_SUMMARY" | column -t
+cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
 echo "autograph bench (rc $bench_rc):"
 cat "$OUT/bench.txt"
