@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# difftest.sh: runs the differential tests plain and under LD_PRELOAD=libautograph.so on fakecuda and
+# compares every output line; a difference is work the shim reordered, dropped, delayed or patched wrong.
+#   difftest.sh BUILD_DIR FIRST COUNT       random programs FIRST .. FIRST+COUNT-1
+#   difftest.sh BUILD_DIR --directed NAME   one directed test
+#   difftest.sh BUILD_DIR --self-check      proves that a sabotaged run is caught (exits 0 when it is)
+set -u
+build=${1:?usage: difftest.sh BUILD_DIR FIRST COUNT | --directed NAME | --self-check}
+build=$(cd "$build" && pwd)
+shift
+shim=$build/lib/libautograph.so
+bin=$build/bin
+export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/difftest.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+[[ -f $shim ]] || { echo "difftest: $shim not built" >&2; exit 1; }
+
+# run_pair NAME CMD...: CMD plain, then CMD under the shim; stdout and exit codes must match.
+# DT_SHIM_ENV (self-check only) adds an environment assignment to the shim side.
+run_pair() {
+    local name=$1
+    shift
+    "$@" >"$tmp/$name.plain" 2>"$tmp/$name.plain.err"
+    plain_rc=$?
+    env ${DT_SHIM_ENV:-} LD_PRELOAD="$shim" AUTOGRAPH_STATS="$tmp/$name.stats" "$@" \
+        >"$tmp/$name.shim" 2>"$tmp/$name.shim.err"
+    shim_rc=$?
+}
+
+repro() { # the commands that rerun one case alone
+    echo "  reproduce: LD_LIBRARY_PATH=$build/fakecuda $*"
+    echo "             LD_LIBRARY_PATH=$build/fakecuda ${DT_SHIM_ENV:-}${DT_SHIM_ENV:+ }LD_PRELOAD=$shim AUTOGRAPH_STATS=/tmp/ag.stats $*"
+}
+
+random_programs() {
+    local first=$1 count=$2 extra=${3:-}
+    local cmd=("$bin/difftest" --first "$first" --count "$count" $extra)
+    run_pair rand "${cmd[@]}"
+    if [[ $plain_rc -ne 0 ]]; then
+        echo "difftest: the plain run failed (exit $plain_rc): a generated program is invalid, a tester bug"
+        tail -n 20 "$tmp/rand.plain.err"
+        return 1
+    fi
+    local n
+    n=$(wc -l <"$tmp/rand.plain")
+    if [[ $n -ne $count ]]; then
+        echo "difftest: the plain run printed $n lines, expected $count"
+        return 1
+    fi
+    # Seeds whose line differs or is missing on the shim side, in order.
+    local bad
+    bad=$(awk 'NR == FNR { want[$2] = $0; order[++k] = $2; next }
+               { got[$2] = $0 }
+               END { for (i = 1; i <= k; i++) { s = order[i]; if (got[s] != want[s]) print s } }' \
+          "$tmp/rand.plain" "$tmp/rand.shim")
+    if [[ -z $bad && $shim_rc -eq 0 ]]; then
+        echo "difftest: seeds $first..$((first + count - 1)): $count programs identical with and without the shim"
+        return 0
+    fi
+    echo "difftest: FAILED: seeds $first..$((first + count - 1)), shim exit code $shim_rc (plain 0)"
+    local s nbad=0
+    for s in $bad; do
+        nbad=$((nbad + 1))
+        [[ $nbad -le 20 ]] || continue
+        echo "FAIL: seed $s"
+        echo "  plain: $(grep -m1 "^seed $s " "$tmp/rand.plain")"
+        echo "  shim:  $(grep -m1 "^seed $s " "$tmp/rand.shim" || echo '(missing)')"
+    done
+    [[ $nbad -le 20 ]] || echo "... and $((nbad - 20)) more seeds"
+    [[ -s $tmp/rand.shim.err ]] && { echo "shim side stderr (tail):"; tail -n 10 "$tmp/rand.shim.err"; }
+    s=$(echo "$bad" | head -n1)
+    [[ -n $s ]] && repro "$bin/difftest" --first "$s" --count 1 --verbose $extra
+    echo "difftest: $nbad of $count programs differ"
+    return 1
+}
+
+directed() {
+    local name=$1
+    run_pair "dir" "$bin/difftest_directed" "$name"
+    if [[ $plain_rc -ne 0 && $plain_rc -ne 77 ]]; then
+        echo "difftest: directed $name: the plain run failed (exit $plain_rc): a tester bug"
+        cat "$tmp/dir.plain.err"
+        return 1
+    fi
+    [[ $plain_rc -eq 77 ]] && { echo "difftest: directed $name skipped"; return 77; }
+    if [[ $plain_rc -eq $shim_rc ]] && cmp -s "$tmp/dir.plain" "$tmp/dir.shim"; then
+        echo "difftest: directed $name: $(wc -l <"$tmp/dir.plain") observations identical with and without the shim"
+        return 0
+    fi
+    echo "difftest: FAILED: directed $name (exit codes: plain $plain_rc, shim $shim_rc)"
+    diff "$tmp/dir.plain" "$tmp/dir.shim" | head -n 20
+    [[ -s $tmp/dir.shim.err ]] && { echo "shim side stderr (tail):"; tail -n 10 "$tmp/dir.shim.err"; }
+    repro "$bin/difftest_directed" "$name"
+    return 1
+}
+
+# A sabotaged shim side (one launch dropped, patched with stale arguments, swapped or issued late in
+# iteration 7) must be reported, with the seeds named. Passes only if every kind is caught.
+self_check() {
+    local mode out rc ok=0 seeds
+    for mode in drop stale reorder late; do
+        out=$(DT_SHIM_ENV="DIFFTEST_SABOTAGE=$mode" "$0" "$build" 0 40 --sabotage 2>&1)
+        rc=$?
+        seeds=$(grep -c '^FAIL: seed' <<<"$out")
+        total=$(grep -o '[0-9]* of 40 programs differ' <<<"$out" | cut -d' ' -f1)
+        if [[ $rc -ne 0 && $seeds -gt 0 ]] && grep -q 'reproduce:' <<<"$out"; then
+            echo "self-check: sabotage '$mode' caught in ${total:-?} of 40 programs, e.g. $(grep -m1 '^FAIL: seed' <<<"$out")"
+        else
+            echo "self-check: sabotage '$mode' NOT caught (exit $rc)"
+            tail -n 5 <<<"$out"
+            ok=1
+        fi
+    done
+    # The control: the same flag without a sabotage in the environment must pass.
+    if ! out=$("$0" "$build" 0 40 --sabotage 2>&1); then
+        echo "self-check: the unsabotaged control failed"
+        tail -n 5 <<<"$out"
+        ok=1
+    fi
+    return $ok
+}
+
+case ${1:-} in
+--directed) directed "${2:?directed test name}" ;;
+--self-check) self_check ;;
+*) random_programs "${1:?first seed}" "${2:?count}" "${3:-}" ;;
+esac

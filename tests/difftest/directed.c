@@ -1,0 +1,499 @@
+/* directed.c: one directed differential test per flush trigger of the design's invariant. Each
+ * repeats a learnable pattern of launches for 12+ rounds (so a shim that defers would be deferring),
+ * then hits the trigger and prints what the host can observe; difftest.sh compares it plain vs shim.
+ * Usage: difftest_directed NAME. Output: `<name> <round> <hex>` lines; exit 1 on an unexpected error. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_common.h"
+#include "fakecuda.h"
+
+#define N 1024
+#define OBS 64
+#define ROUNDS 14
+
+static dt_sum_t S = {DT_FNV_OFFSET, 0, 0, "directed"};
+static const char *g_name;
+static CUmodule mod;
+static CUfunction f_step, f_addto, f_store;
+static CUdeviceptr X, Y, Z;
+static float *P, *P2; /* pinned: P for async copies, P2 written by kernels directly (zero copy) */
+static CUstream s1, s2;
+
+#define CK(call) DT_CK(&S, call)
+
+/* dt_step(y, a, n): y = squash(0.9 y + a + i/1000); dt_addto(y, x, n): y = squash(y + x);
+ * dt_store(dst, src, n): dst = src, where dst may be pinned host memory (kernels may write it). */
+static void k_step(void **a, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)a[0], v = *(float *)a[1];
+    int n = *(int *)a[2];
+    (void)d;
+    for (int i = 0; i < n; i++) y[i] = dt_squash(0.9f * y[i] + v + (float)i * 0.001f);
+}
+static void k_addto(void **a, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)a[0], *x = *(float **)a[1];
+    int n = *(int *)a[2];
+    (void)d;
+    for (int i = 0; i < n; i++) y[i] = dt_squash(y[i] + x[i]);
+}
+static void k_store(void **a, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)a[0], *x = *(float **)a[1];
+    int n = *(int *)a[2];
+    (void)d;
+    for (int i = 0; i < n; i++) y[i] = x[i];
+}
+
+static CUresult step(CUstream s, CUdeviceptr y, float v)
+{
+    int n = N;
+    void *args[] = {&y, &v, &n};
+    return cuLaunchKernel(f_step, 4, 1, 1, 256, 1, 1, 0, s, args, NULL);
+}
+static CUresult addto(CUstream s, CUdeviceptr y, CUdeviceptr x)
+{
+    int n = N;
+    void *args[] = {&y, &x, &n};
+    return cuLaunchKernel(f_addto, 4, 1, 1, 256, 1, 1, 0, s, args, NULL);
+}
+static CUresult store(CUstream s, void *dst, CUdeviceptr src)
+{
+    int n = OBS;
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst;
+    void *args[] = {&d, &src, &n};
+    return cuLaunchKernel(f_store, 1, 1, 1, 64, 1, 1, 0, s, args, NULL);
+}
+
+/* The repeating work: the argument changes every round, as a learning rate or an offset would. */
+static void pattern(CUstream s, int r)
+{
+    CK(step(s, X, 0.01f * (float)r));
+    CK(addto(s, Y, X));
+    CK(step(s, Y, 0.5f));
+    CK(store(s, P2, Y)); /* the host sees this one without any copy */
+}
+
+static void observe(int r, const void *p, size_t n)
+{
+    S.hash = dt_fnv(S.hash, p, n);
+    printf("%s %d %016llx\n", g_name, r, (unsigned long long)S.hash);
+    fflush(stdout);
+}
+static void publish(CUstream s) { CK(cuMemcpyDtoHAsync(P, Y, OBS * 4, s)); }
+static void observe_both(int r)
+{
+    float both[2 * OBS];
+    memcpy(both, P, OBS * 4);
+    memcpy(both + OBS, P2, OBS * 4);
+    observe(r, both, sizeof(both));
+}
+
+static float host_seen[OBS];
+static int host_calls;
+static void host_fn(void *ud)
+{
+    (void)ud;
+    memcpy(host_seen, P2, sizeof(host_seen)); /* reads what the kernels before it wrote */
+    host_calls++;
+}
+
+/* ---- the tests ---- */
+
+static void t_sync(int kind)
+{
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        publish(s1);
+        switch (kind) {
+        case 0: CK(cuStreamSynchronize(s1)); break;
+        case 1: {
+            CUresult q;
+            int tries = 0;
+            while ((q = cuStreamQuery(s1)) == CUDA_ERROR_NOT_READY && tries++ < 1000000) {}
+            DT_CKQ(&S, q);
+            break;
+        }
+        case 2: CK(cuEventRecord(ev, s1)); CK(cuEventSynchronize(ev)); break;
+        case 3: {
+            CK(cuEventRecord(ev, s1));
+            CUresult q;
+            int tries = 0;
+            while ((q = cuEventQuery(ev)) == CUDA_ERROR_NOT_READY && tries++ < 1000000) {}
+            DT_CKQ(&S, q);
+            break;
+        }
+        case 4: CK(cuCtxSynchronize()); break;
+        }
+        observe_both(r);
+    }
+    CK(cuEventDestroy(ev));
+}
+
+static void t_memcpy_sync_d2h(void)
+{
+    /* the legacy stream, then a blocking stream: a synchronous copy waits for both */
+    float h[OBS];
+    for (int r = 0; r < ROUNDS; r++) {
+        CUstream s = (r & 1) ? s2 : NULL;
+        pattern(s, r);
+        CK(cuMemcpyDtoH(h, Y, sizeof(h)));
+        observe(r, h, sizeof(h));
+    }
+}
+
+static void t_overwrite_input(int kind)
+{
+    /* deferred kernels read X; the trigger overwrites X; the kernels must have seen the old X */
+    float h[N], *pg = malloc(N * 4);
+    CUstream s = kind == 2 ? s1 : NULL;
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s, r);
+        for (int i = 0; i < N; i++) h[i] = pg[i] = (float)((i * 7 + r) % 13) * 0.25f;
+        if (kind == 0) CK(cuMemcpyHtoD(X, h, sizeof(h)));
+        else if (kind == 1) CK(cuMemsetD32(X, 0x3f000000u + (unsigned)r, N));
+        else {
+            CK(cuMemcpyHtoDAsync(X, pg, N * 4, s1)); /* pageable source: CUDA staged it */
+            for (int i = 0; i < N; i++) pg[i] = -99.0f;
+        }
+        CK(addto(s, Y, X));
+        publish(s);
+        CK(cuStreamSynchronize(s));
+        observe_both(r);
+    }
+    free(pg);
+}
+
+static void t_d2h_pageable(void)
+{
+    float h[OBS];
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        memset(h, 0, sizeof(h));
+        CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1)); /* pageable: returns when the copy is done */
+        observe(r, h, sizeof(h));
+    }
+}
+
+static void t_memfree(int async)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        CUdeviceptr t;
+        if (async) CK(cuMemAllocAsync(&t, N * 4, s1));
+        else CK(cuMemAlloc(&t, N * 4));
+        CK(cuMemsetD32Async(t, 0x3e800000u, N, s1));
+        pattern(s1, r);
+        CK(step(s1, t, 0.25f * (float)r));
+        CK(addto(s1, Y, t)); /* still pending when the buffer is freed: a fault if it runs after */
+        if (async) CK(cuMemFreeAsync(t, s1));
+        else CK(cuMemFree(t));
+        publish(s1);
+        CK(cuStreamSynchronize(s1));
+        observe_both(r);
+    }
+}
+
+static void t_stream_wait_event(int memop)
+{
+    CUevent ev, back;
+    CUdeviceptr flag;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&back, CU_EVENT_DISABLE_TIMING));
+    CK(cuMemAlloc(&flag, 64));
+    CK(cuMemsetD32(flag, 0, 16));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        if (memop) {
+            CK(cuStreamWriteValue32(s1, Y, 0x3f800000u + (cuuint32_t)r, 0)); /* after the kernels wrote Y */
+            CK(cuStreamWriteValue32(s1, flag, (cuuint32_t)r + 1, 0));
+            CK(cuStreamWaitValue32(s2, flag, (cuuint32_t)r + 1, CU_STREAM_WAIT_VALUE_GEQ));
+        } else {
+            CK(cuEventRecord(ev, s1));
+            CK(cuStreamWaitEvent(s2, ev, 0));
+        }
+        CK(addto(s2, Z, Y));
+        CK(cuMemcpyDtoHAsync(P, Z, OBS * 4, s2));
+        CK(cuEventRecord(back, s2)); /* the next round's writes to Y wait for this read */
+        CK(cuStreamWaitEvent(s1, back, 0));
+        CK(cuStreamSynchronize(s2));
+        float h[OBS];
+        memcpy(h, P, sizeof(h));
+        observe(r, h, sizeof(h));
+    }
+    CK(cuCtxSynchronize());
+    CK(cuMemFree(flag));
+    CK(cuEventDestroy(ev));
+    CK(cuEventDestroy(back));
+}
+
+static void t_event_query_deferred(void)
+{
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuEventRecord(ev, s1));
+        CUresult q;
+        int tries = 0;
+        while ((q = cuEventQuery(ev)) == CUDA_ERROR_NOT_READY && tries++ < 1000000) {}
+        DT_CKQ(&S, q);
+        observe(r, P2, OBS * 4); /* written by a kernel: no copy, no other call in between */
+    }
+    CK(cuEventDestroy(ev));
+}
+
+static void t_event_elapsed(void)
+{
+    CUevent a, b;
+    CK(cuEventCreate(&a, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&b, CU_EVENT_DEFAULT));
+    for (int r = 0; r < ROUNDS; r++) {
+        float ms = 0;
+        CK(cuEventRecord(a, s1));
+        pattern(s1, r);
+        CK(cuEventRecord(b, s1));
+        DT_CKQ(&S, cuEventElapsedTime(&ms, a, b)); /* the answer (NOT_READY or not) is folded */
+        CK(cuEventSynchronize(b));
+        CK(cuEventElapsedTime(&ms, a, b));
+        int sane = ms >= 0;
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)sane); /* the time itself is not deterministic */
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuEventDestroy(a));
+    CK(cuEventDestroy(b));
+}
+
+static void t_host_func(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuLaunchHostFunc(s1, host_fn, NULL));
+        CK(cuStreamSynchronize(s1));
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)host_calls);
+        observe(r, host_seen, sizeof(host_seen));
+    }
+}
+
+static const char image[] = "fakecuda-module directed";
+
+static void t_module_unload(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        CUmodule m2;
+        CUfunction g;
+        CK(cuModuleLoadData(&m2, image));
+        CK(cuModuleGetFunction(&g, m2, "dt_step"));
+        pattern(s1, r);
+        int n = N;
+        float v = -0.125f * (float)r;
+        void *args[] = {&Y, &v, &n};
+        CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, args, NULL));
+        CK(store(s1, P2, Y));
+        CK(cuModuleUnload(m2)); /* with g's launch possibly still deferred */
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+}
+
+static void t_graph_launch(void)
+{
+    /* the application's own graph: Z += Y, then step(Z), then Z to P2 */
+    CUgraph g;
+    CUgraphExec ge;
+    CUgraphNode n1, n2, n3;
+    int n = N, m = OBS;
+    float v = 0.75f;
+    CUdeviceptr p2 = (CUdeviceptr)(uintptr_t)P2;
+    void *a1[] = {&Z, &Y, &n}, *a2[] = {&Z, &v, &n}, *a3[] = {&p2, &Z, &m};
+    CUDA_KERNEL_NODE_PARAMS kp;
+    CK(cuGraphCreate(&g, 0));
+    memset(&kp, 0, sizeof(kp));
+    kp.func = f_addto, kp.gridDimX = 4, kp.gridDimY = 1, kp.gridDimZ = 1, kp.blockDimX = 256, kp.blockDimY = 1,
+    kp.blockDimZ = 1, kp.kernelParams = a1;
+    CK(cuGraphAddKernelNode(&n1, g, NULL, 0, &kp));
+    kp.func = f_step, kp.kernelParams = a2;
+    CK(cuGraphAddKernelNode(&n2, g, &n1, 1, &kp));
+    kp.func = f_store, kp.gridDimX = 1, kp.blockDimX = 64, kp.kernelParams = a3;
+    CK(cuGraphAddKernelNode(&n3, g, &n2, 1, &kp));
+    CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuGraphLaunch(ge, s1)); /* must run after the pattern's (deferred) kernels */
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuGraphExecDestroy(ge));
+    CK(cuGraphDestroy(g));
+}
+
+static void t_stream_capture(void)
+{
+    float h[OBS];
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    CUgraph g;
+    CUgraphExec ge;
+    CUstreamCaptureStatus st;
+    CK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuStreamIsCapturing(s1, &st));
+    S.hash = dt_fnv_u64(S.hash, (uint64_t)st);
+    pattern(s1, 100); /* captured, not run */
+    CK(addto(s1, Z, Y));
+    CK(cuStreamEndCapture(s1, &g));
+    size_t nn = 0;
+    CK(cuGraphGetNodes(g, NULL, &nn));
+    S.hash = dt_fnv_u64(S.hash, (uint64_t)nn);
+    CK(cuStreamIsCapturing(s1, &st));
+    S.hash = dt_fnv_u64(S.hash, (uint64_t)st);
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(h, Y, sizeof(h))); /* capture ran nothing */
+    observe(ROUNDS, h, sizeof(h));
+    CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    for (int k = 0; k < 3; k++) {
+        CK(cuGraphLaunch(ge, s1));
+        CK(cuStreamSynchronize(s1));
+        CK(cuMemcpyDtoH(h, Z, sizeof(h)));
+        observe(ROUNDS + 1 + k, h, sizeof(h));
+    }
+    for (int r = 0; r < 4; r++) { /* eager again after the application's capture */
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(ROUNDS + 4 + r, P2, OBS * 4);
+    }
+    CK(cuGraphExecDestroy(ge));
+    CK(cuGraphDestroy(g));
+}
+
+static void t_exit_nosync(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    for (int r = 0; r < 3; r++) pattern(s1, ROUNDS + r);
+    CK(cuLaunchHostFunc(s1, host_fn, NULL));
+    /* exit without a sync: fakecuda drops pending work at exit, so nothing more is observable;
+     * what is checked is that both sides exit the same way (no hang, no crash, same code) */
+    printf("%s exit %016llx\n", g_name, (unsigned long long)S.hash);
+    fflush(stdout);
+    exit(S.errors ? 1 : 0);
+}
+
+static void t_launch_error(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    /* the same launches with a bad configuration: the error comes back from that very call */
+    int n = N;
+    float v = 0.5f;
+    void *args[] = {&Y, &v, &n};
+    for (int r = 0; r < 4; r++) {
+        pattern(s1, ROUNDS + r);
+        DT_CKE(&S, cuLaunchKernel(f_step, 0, 1, 1, 256, 1, 1, 0, s1, args, NULL), CUDA_ERROR_INVALID_VALUE);
+        DT_CKE(&S, cuLaunchKernel(f_step, 4, 1, 1, 2048, 1, 1, 0, s1, args, NULL), CUDA_ERROR_INVALID_VALUE);
+        DT_CKE(&S, cuLaunchKernel(f_step, 4, 1, 1, 256, 1, 1, 1u << 20, s1, args, NULL), CUDA_ERROR_INVALID_VALUE);
+        CUlaunchConfig cfg;
+        CUlaunchAttribute at;
+        memset(&cfg, 0, sizeof(cfg));
+        memset(&at, 0, sizeof(at));
+        at.id = (CUlaunchAttributeID)0x7fff;
+        cfg.gridDimX = 4, cfg.gridDimY = 1, cfg.gridDimZ = 1, cfg.blockDimX = 256, cfg.blockDimY = 1,
+        cfg.blockDimZ = 1, cfg.hStream = s1, cfg.attrs = &at, cfg.numAttrs = 1;
+        DT_CKE(&S, cuLaunchKernelEx(&cfg, f_step, args, NULL), CUDA_ERROR_INVALID_VALUE);
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1)); /* the stream still works; the bad launches did nothing */
+        observe(ROUNDS + r, P2, OBS * 4);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s NAME\n", argv[0]);
+        return 2;
+    }
+    g_name = argv[1];
+    static const size_t sz[3] = {8, 8, 4}, szs[3] = {8, 4, 4};
+    if (fakecuda_register_kernel("dt_step", k_step, 3, szs) || fakecuda_register_kernel("dt_addto", k_addto, 3, sz) ||
+        fakecuda_register_kernel("dt_store", k_store, 3, sz))
+        return 2;
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return 2;
+    CK(cuModuleLoadData(&mod, image));
+    CK(cuModuleGetFunction(&f_step, mod, "dt_step"));
+    CK(cuModuleGetFunction(&f_addto, mod, "dt_addto"));
+    CK(cuModuleGetFunction(&f_store, mod, "dt_store"));
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s2, CU_STREAM_DEFAULT));
+    CK(cuMemAlloc(&X, N * 4));
+    CK(cuMemAlloc(&Y, N * 4));
+    CK(cuMemAlloc(&Z, N * 4));
+    CK(cuMemHostAlloc((void **)&P, OBS * 4, CU_MEMHOSTALLOC_DEVICEMAP));
+    CK(cuMemHostAlloc((void **)&P2, OBS * 4, CU_MEMHOSTALLOC_DEVICEMAP));
+    float init[N];
+    for (int i = 0; i < N; i++) init[i] = (float)(i % 17) * 0.125f - 1.0f;
+    CK(cuMemcpyHtoD(X, init, sizeof(init)));
+    CK(cuMemcpyHtoD(Y, init, sizeof(init)));
+    CK(cuMemcpyHtoD(Z, init, sizeof(init)));
+    memset(P, 0, OBS * 4);
+    memset(P2, 0, OBS * 4);
+
+    const char *n = g_name;
+    if (!strcmp(n, "stream_sync")) t_sync(0);
+    else if (!strcmp(n, "stream_query")) t_sync(1);
+    else if (!strcmp(n, "event_sync")) t_sync(2);
+    else if (!strcmp(n, "event_query")) t_sync(3);
+    else if (!strcmp(n, "ctx_sync")) t_sync(4);
+    else if (!strcmp(n, "memcpy_sync_d2h")) t_memcpy_sync_d2h();
+    else if (!strcmp(n, "memcpy_sync_h2d")) t_overwrite_input(0);
+    else if (!strcmp(n, "memset_sync")) t_overwrite_input(1);
+    else if (!strcmp(n, "h2d_pageable_overwrite")) t_overwrite_input(2);
+    else if (!strcmp(n, "d2h_pageable")) t_d2h_pageable();
+    else if (!strcmp(n, "memfree")) t_memfree(0);
+    else if (!strcmp(n, "memfree_async")) t_memfree(1);
+    else if (!strcmp(n, "stream_wait_event")) t_stream_wait_event(0);
+    else if (!strcmp(n, "stream_memops")) t_stream_wait_event(1);
+    else if (!strcmp(n, "event_query_deferred")) t_event_query_deferred();
+    else if (!strcmp(n, "event_elapsed")) t_event_elapsed();
+    else if (!strcmp(n, "host_func")) t_host_func();
+    else if (!strcmp(n, "module_unload")) t_module_unload();
+    else if (!strcmp(n, "graph_launch")) t_graph_launch();
+    else if (!strcmp(n, "stream_capture")) t_stream_capture();
+    else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
+    else if (!strcmp(n, "launch_error")) t_launch_error();
+    else {
+        fprintf(stderr, "directed: unknown test %s\n", n);
+        return 2;
+    }
+
+    CK(cuCtxSynchronize());
+    float fin[N];
+    CK(cuMemcpyDtoH(fin, X, sizeof(fin)));
+    S.hash = dt_fnv(S.hash, fin, sizeof(fin));
+    CK(cuMemcpyDtoH(fin, Y, sizeof(fin)));
+    S.hash = dt_fnv(S.hash, fin, sizeof(fin));
+    CK(cuMemcpyDtoH(fin, Z, sizeof(fin)));
+    observe(-1, fin, sizeof(fin));
+    CK(cuMemFreeHost(P));
+    CK(cuMemFreeHost(P2));
+    CK(cuStreamDestroy(s1));
+    CK(cuStreamDestroy(s2));
+    CK(cuModuleUnload(mod));
+    if (S.errors) fprintf(stderr, "directed: %s: %d unexpected results\n", g_name, S.errors);
+    return S.errors ? 1 : 0;
+}
