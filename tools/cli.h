@@ -7,7 +7,7 @@
 
 /* What bench, demo and doctor tell a user without a GPU to run instead (the README's test command). */
 #define AG_TEST_COMMAND \
-    "cmake -S . -B build && cmake --build build -j && ctest --test-dir build --output-on-failure"
+    "cmake -S . -B build && cmake --build build -j4 && ctest --test-dir build --output-on-failure"
 /* Exit code of bench/demo without a GPU: CTest's conventional "skipped". */
 #define AG_EXIT_NO_GPU 77
 /* Exit code for bad usage (unknown flag, missing argument). */

@@ -15,7 +15,7 @@ if [ $rc -ne 77 ]; then
     exit 77
 fi
 sub=$2
-want="autograph $sub: no CUDA GPU found \\(.+\\)\\. Run the tests instead: cmake -S \\. -B build && cmake --build build -j && ctest --test-dir build --output-on-failure"
+want="autograph $sub: no CUDA GPU found \\(.+\\)\\. Run the tests instead: cmake -S \\. -B build && cmake --build build -j4 && ctest --test-dir build --output-on-failure"
 if printf '%s\n' "$out" | grep -Eq -e "$want"; then
     exit 0
 fi
