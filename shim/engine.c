@@ -37,6 +37,9 @@ typedef struct {
     uint32_t total;   /* bytes from the first parameter to the end of the last */
     uint8_t no_defer; /* NCCL kernels, or no layout */
     uint32_t *off, *size;
+    /* padding between parameters: zeroed on copy so that equal arguments compare equal */
+    uint32_t ngaps;
+    uint32_t *gap_off, *gap_len;
 } layout_t;
 
 typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY } op_kind_t;
@@ -187,6 +190,31 @@ static int is_nccl(const char *name)
     return name && (strstr(name, "ncclKernel") || strstr(name, "ncclDevKernel"));
 }
 
+/* Records the bytes no parameter covers. Parameters arrive in offset order from the driver; anything
+ * else (overlaps, disorder) is treated as having no usable layout. */
+static int find_gaps(layout_t *l)
+{
+    uint32_t end = 0;
+    for (uint32_t i = 0; i < l->nparams; i++) {
+        if (l->off[i] < end)
+            return -1;
+        if (l->off[i] > end) {
+            uint32_t *o = realloc(l->gap_off, sizeof *o * (l->ngaps + 1)), *n;
+            if (o)
+                l->gap_off = o;
+            n = realloc(l->gap_len, sizeof *n * (l->ngaps + 1));
+            if (n)
+                l->gap_len = n;
+            if (!o || !n)
+                return -1;
+            l->gap_off[l->ngaps] = end;
+            l->gap_len[l->ngaps++] = l->off[i] - end;
+        }
+        end = l->off[i] + l->size[i];
+    }
+    return 0;
+}
+
 static const layout_t *layout_of(CUfunction f)
 {
     uint32_t h = (uint32_t)(((uintptr_t)f >> 4) ^ ((uintptr_t)f >> 20)) % LAYOUT_SLOTS;
@@ -242,6 +270,8 @@ static const layout_t *layout_of(CUfunction f)
                        : drv.cuFuncGetParamInfo(f, i + 1, &off, &size);
         }
     }
+    if (!l->no_defer && find_gaps(l) != 0)
+        l->no_defer = 1;
     if (is_nccl(name))
         l->no_defer = 1; /* NCCL kernels wait on other processes: never hold them back */
     E.layouts[h] = l;
@@ -328,7 +358,8 @@ static void flush_eager(int reason)
 {
     if (!E.npending)
         return;
-    E.fallbacks[reason]++;
+    if (reason >= 0)
+        E.fallbacks[reason]++;
     for (uint32_t i = 0; i < E.npending; i++) {
         CUresult r = issue(&E.pending[i], E.pending[i].stream);
         if (r != CUDA_SUCCESS)
@@ -568,9 +599,13 @@ static int in_match(const ag_variant_t *v)
     return 0;
 }
 
+/* What was expected did not come. Counted whenever candidates were expected, also when nothing was
+ * held back yet (a new shape at a chunk's start). */
 static void fallback(int reason)
 {
-    flush_eager(reason);
+    if (E.ncand)
+        E.fallbacks[reason]++;
+    flush_eager(-1);
     ag_learner_failed(&E.learner, E.cands, E.ncand);
     if (E.learner.period)
         ag_learner_unlock_period(&E.learner);
@@ -587,6 +622,8 @@ static void barrier(uint64_t kind, int reason)
             complete(v);
         else
             fallback(reason);
+    } else if (E.ncand) {
+        fallback(reason); /* operations were expected, a sync came: a sync in a new place */
     }
     refresh_candidates();
 }
@@ -654,9 +691,11 @@ static CUresult op_arrive(op_t *o, const void *const *kparams, void **extra, CUr
                 if (ok) {
                     unsigned char *a = E.arena + E.arena_used;
                     if (kparams) {
-                        memset(a, 0, total); /* padding bytes must compare equal */
-                        for (uint32_t i = 0; i < o->layout->nparams; i++)
-                            memcpy(a + o->layout->off[i], kparams[i], o->layout->size[i]);
+                        const layout_t *lay = o->layout;
+                        for (uint32_t i = 0; i < lay->ngaps; i++)
+                            memset(a + lay->gap_off[i], 0, lay->gap_len[i]);
+                        for (uint32_t i = 0; i < lay->nparams; i++)
+                            memcpy(a + lay->off[i], kparams[i], lay->size[i]);
                     } else {
                         const void *buf = NULL;
                         size_t size = 0;

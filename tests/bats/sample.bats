@@ -16,6 +16,10 @@ setup() {
     same_output "$OUT"
     coverage_ok "$OUT" "$SAMPLE"
     replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
+    if [ -n "${EXPECT_FALLBACK:-}" ]; then
+        # A sample that changes shape must show why it fell back.
+        [ "$(stat "$OUT/stats.json" "replay.fallbacks.$EXPECT_FALLBACK")" -gt 0 ]
+    fi
 }
 
 @test "$SAMPLE: AUTOGRAPH_SCOPE=off is a pure pass-through" {

@@ -58,6 +58,23 @@ static void k_sum(void **args, const fakecuda_dims_t *d)
     s[0] = acc;
 }
 
+/* An argument block like PyTorch's TensorIterator offset calculators: 3.5 KB by value. */
+typedef struct {
+    int dims;
+    int sizes[25];
+    long long strides[25][16];
+} bigarg_t;
+
+static void k_big(void **args, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)args[0];
+    const bigarg_t *b = args[1];
+    int n = *(int *)args[2];
+    (void)d;
+    for (int i = 0; i < n; i++)
+        y[i] = y[i] * 0.5f + (float)(b->strides[i % 25][i % 16] % 7) + (float)b->sizes[i % 25];
+}
+
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -74,6 +91,8 @@ int main(int argc, char **argv)
     fakecuda_register_kernel("axpb", k_axpb, 5, s2);
     fakecuda_register_kernel("noise", k_noise, 4, s3);
     fakecuda_register_kernel("sum", k_sum, 2, s4);
+    size_t s5[] = {8, sizeof(bigarg_t), 4};
+    fakecuda_register_kernel("big", k_big, 3, s5);
     CK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
@@ -82,10 +101,11 @@ int main(int argc, char **argv)
     CK(cuCtxSetCurrent(ctx));
     CUmodule mod;
     CK(cuModuleLoadData(&mod, "fakecuda-module engine"));
-    CUfunction axpb, noise, sum;
+    CUfunction axpb, noise, sum, big;
     CK(cuModuleGetFunction(&axpb, mod, "axpb"));
     CK(cuModuleGetFunction(&noise, mod, "noise"));
     CK(cuModuleGetFunction(&sum, mod, "sum"));
+    CK(cuModuleGetFunction(&big, mod, "big"));
     CUdeviceptr buf[4], s;
     for (int i = 0; i < 4; i++) {
         CK(cuMemAlloc(&buf[i], N * sizeof(float)));
@@ -118,6 +138,18 @@ int main(int argc, char **argv)
             CK(cuLaunchKernel(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            if (strcmp(which, "bigargs") == 0) {
+                bigarg_t ba;
+                memset(&ba, 0, sizeof ba);
+                ba.dims = 2;
+                for (int q = 0; q < 25; q++) {
+                    ba.sizes[q] = q + it % 3;
+                    for (int w = 0; w < 16; w++)
+                        ba.strides[q][w] = q * w + k;
+                }
+                void *bp[] = {&y, &ba, &len};
+                CK(cuLaunchKernel(big, 1, 1, 1, 32, 1, 1, 0, stream, bp, NULL));
+            }
             if (k % 10 == 3) {
                 off += 4;
                 void *r[] = {&x, &seed, &off, &len};
