@@ -959,10 +959,22 @@ static CUresult mem_common(const mcall_t *c, unsigned elem)
     return r;
 }
 
-CUresult ag_engine_memset(ag_id_t id, CUdeviceptr dst, unsigned value, unsigned elem, size_t n, CUstream s)
+CUresult ag_engine_memset8(ag_id_t id, CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
 {
     mcall_t c = {id, dst, 0, value, n, s};
-    return mem_common(&c, elem);
+    return mem_common(&c, 1);
+}
+
+CUresult ag_engine_memset16(ag_id_t id, CUdeviceptr dst, unsigned short value, size_t n, CUstream s)
+{
+    mcall_t c = {id, dst, 0, value, n, s};
+    return mem_common(&c, 2);
+}
+
+CUresult ag_engine_memset32(ag_id_t id, CUdeviceptr dst, unsigned int value, size_t n, CUstream s)
+{
+    mcall_t c = {id, dst, 0, value, n, s};
+    return mem_common(&c, 4);
 }
 
 CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)

@@ -123,7 +123,9 @@ void ag_engine_start(void);
 CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
 CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra);
-CUresult ag_engine_memset(ag_id_t id, CUdeviceptr dst, unsigned value, unsigned elem, size_t n, CUstream s);
+CUresult ag_engine_memset8(ag_id_t id, CUdeviceptr dst, unsigned char value, size_t n, CUstream s);
+CUresult ag_engine_memset16(ag_id_t id, CUdeviceptr dst, unsigned short value, size_t n, CUstream s);
+CUresult ag_engine_memset32(ag_id_t id, CUdeviceptr dst, unsigned int value, size_t n, CUstream s);
 CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 /* Before a call through which deferred work could be observed: issues it (graph or eager). */
 void ag_engine_barrier(ag_id_t id);

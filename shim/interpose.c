@@ -39,12 +39,41 @@
         return r_;                                                                                    \
     }
 
+/* An operation the engine may defer: it goes to the engine entry named by AG_ENGINE_<name>, which
+ * takes the hook id and then the call's own arguments. */
+#define AG_UNPAREN(...) __VA_ARGS__
+#define AG_DEFERRABLE(name, params, args)                                                             \
+    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (!real_)                                                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                              \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_ args;                                                                        \
+        ag_count(AG_ID_##name);                                                                       \
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
+            return real_ args;                                                                        \
+        return AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args);                                       \
+    }
+#define AG_ENGINE_cuLaunchKernel ag_engine_launch
+#define AG_ENGINE_cuLaunchKernel_ptsz ag_engine_launch
+#define AG_ENGINE_cuLaunchKernelEx ag_engine_launch_ex
+#define AG_ENGINE_cuLaunchKernelEx_ptsz ag_engine_launch_ex
+#define AG_ENGINE_cuMemsetD8Async ag_engine_memset8
+#define AG_ENGINE_cuMemsetD8Async_ptsz ag_engine_memset8
+#define AG_ENGINE_cuMemsetD16Async ag_engine_memset16
+#define AG_ENGINE_cuMemsetD16Async_ptsz ag_engine_memset16
+#define AG_ENGINE_cuMemsetD32Async ag_engine_memset32
+#define AG_ENGINE_cuMemsetD32Async_ptsz ag_engine_memset32
+#define AG_ENGINE_cuMemcpyDtoDAsync_v2 ag_engine_copy
+#define AG_ENGINE_cuMemcpyDtoDAsync_v2_ptsz ag_engine_copy
+
 /* Kinds whose hooks do more than this are written by hand below. */
 #define AG_GEN_INIT(name, params, args)
 #define AG_GEN_PROC(name, params, args)
-#define AG_GEN_DLAUNCH(name, params, args)
-#define AG_GEN_DSET(name, params, args)
-#define AG_GEN_DCOPY(name, params, args)
+#define AG_GEN_DLAUNCH AG_DEFERRABLE
+#define AG_GEN_DSET AG_DEFERRABLE
+#define AG_GEN_DCOPY AG_DEFERRABLE
 #define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
 #define AG_GEN_LAUNCH AG_BARRIER
@@ -65,78 +94,6 @@
 #define AG_HOOK(kind, name, params, args) AG_GEN_##kind(name, params, args)
 #include "hooks.def"
 #undef AG_HOOK
-
-/* ---- the operations the engine may defer ---- */
-
-#define AG_LAUNCH_HOOK(name)                                                                          \
-    AG_EXPORT CUresult CUDAAPI name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,      \
-                                    unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem, \
-                                    CUstream s, void **params, void **extra)                          \
-    {                                                                                                 \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        if (!real_)                                                                                   \
-            return CUDA_ERROR_NOT_FOUND;                                                              \
-        if (AG_UNLIKELY(ag_guard))                                                                    \
-            return real_(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                          \
-        ag_count(AG_ID_##name);                                                                       \
-        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
-            return real_(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                          \
-        return ag_engine_launch(AG_ID_##name, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);     \
-    }
-AG_LAUNCH_HOOK(cuLaunchKernel)
-AG_LAUNCH_HOOK(cuLaunchKernel_ptsz)
-
-#define AG_LAUNCH_EX_HOOK(name)                                                                       \
-    AG_EXPORT CUresult CUDAAPI name(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) \
-    {                                                                                                 \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        if (!real_)                                                                                   \
-            return CUDA_ERROR_NOT_FOUND;                                                              \
-        if (AG_UNLIKELY(ag_guard))                                                                    \
-            return real_(config, f, params, extra);                                                   \
-        ag_count(AG_ID_##name);                                                                       \
-        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
-            return real_(config, f, params, extra);                                                   \
-        return ag_engine_launch_ex(AG_ID_##name, config, f, params, extra);                           \
-    }
-AG_LAUNCH_EX_HOOK(cuLaunchKernelEx)
-AG_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
-
-#define AG_MEMSET_HOOK(name, type, elem)                                                              \
-    AG_EXPORT CUresult CUDAAPI name(CUdeviceptr dst, type value, size_t n, CUstream s)                \
-    {                                                                                                 \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        if (!real_)                                                                                   \
-            return CUDA_ERROR_NOT_FOUND;                                                              \
-        if (AG_UNLIKELY(ag_guard))                                                                    \
-            return real_(dst, value, n, s);                                                           \
-        ag_count(AG_ID_##name);                                                                       \
-        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
-            return real_(dst, value, n, s);                                                           \
-        return ag_engine_memset(AG_ID_##name, dst, value, elem, n, s);                                \
-    }
-AG_MEMSET_HOOK(cuMemsetD8Async, unsigned char, 1)
-AG_MEMSET_HOOK(cuMemsetD8Async_ptsz, unsigned char, 1)
-AG_MEMSET_HOOK(cuMemsetD16Async, unsigned short, 2)
-AG_MEMSET_HOOK(cuMemsetD16Async_ptsz, unsigned short, 2)
-AG_MEMSET_HOOK(cuMemsetD32Async, unsigned int, 4)
-AG_MEMSET_HOOK(cuMemsetD32Async_ptsz, unsigned int, 4)
-
-#define AG_COPY_HOOK(name)                                                                            \
-    AG_EXPORT CUresult CUDAAPI name(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)           \
-    {                                                                                                 \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        if (!real_)                                                                                   \
-            return CUDA_ERROR_NOT_FOUND;                                                              \
-        if (AG_UNLIKELY(ag_guard))                                                                    \
-            return real_(dst, src, n, s);                                                             \
-        ag_count(AG_ID_##name);                                                                       \
-        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
-            return real_(dst, src, n, s);                                                             \
-        return ag_engine_copy(AG_ID_##name, dst, src, n, s);                                          \
-    }
-AG_COPY_HOOK(cuMemcpyDtoDAsync_v2)
-AG_COPY_HOOK(cuMemcpyDtoDAsync_v2_ptsz)
 
 AG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 {
