@@ -87,11 +87,13 @@ enum {
     FB_UNDEFERRABLE,
     FB_CAPTURE_FAILED,
     FB_LAUNCH_FAILED,
+    FB_PATCH_FAILED,
     FB_CONTEXT,
     FB_COUNT
 };
 static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
-                                               "graph_build_failed", "graph_launch_failed", "other_context"};
+                                               "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
+                                               "other_context"};
 
 static struct {
     pthread_mutex_t lock;
@@ -561,7 +563,7 @@ static void complete(ag_variant_t *v)
     if (!fresh && graph_patch(g) != 0) {
         /* The exec may hold a mix of old and new arguments now: it cannot be trusted again. */
         release_variant(v, NULL);
-        flush_eager(FB_LAUNCH_FAILED);
+        flush_eager(FB_PATCH_FAILED);
         return;
     }
     CUresult r = REAL(cuGraphLaunch)(g->exec, E.pending[0].stream);

@@ -47,6 +47,37 @@ CUresult fc_enter(int need_ctx)
 
 void fc_leave(void) { pthread_mutex_unlock(&fc_g.mu); }
 
+/* Parsed once (under the fake's lock): up to 8 entries of FAKECUDA_FAIL. */
+static struct {
+    char name[64];
+    unsigned long from, calls;
+} fc_fail[8];
+static int fc_nfail = -1;
+
+int fc_inject(const char *func)
+{
+    if (fc_nfail < 0) {
+        fc_nfail = 0;
+        const char *s = getenv("FAKECUDA_FAIL");
+        while (s && *s && fc_nfail < 8) {
+            size_t len = strcspn(s, ",");
+            char item[96];
+            snprintf(item, sizeof item, "%.*s", (int)len, s);
+            char *colon = strchr(item, ':');
+            fc_fail[fc_nfail].from = colon ? strtoul(colon + 1, NULL, 10) : 1;
+            if (colon)
+                *colon = '\0';
+            snprintf(fc_fail[fc_nfail].name, sizeof fc_fail[0].name, "%.63s", item);
+            fc_nfail++;
+            s += len + (s[len] == ',');
+        }
+    }
+    for (int i = 0; i < fc_nfail; i++)
+        if (strcmp(fc_fail[i].name, func) == 0)
+            return ++fc_fail[i].calls >= fc_fail[i].from;
+    return 0;
+}
+
 uint64_t fc_rand(void)
 {
     uint64_t x = fc_g.rng; /* xorshift64* */

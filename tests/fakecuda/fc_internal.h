@@ -180,10 +180,15 @@ extern _Thread_local CUstreamCaptureMode fc_tl_capmode;
 /* core */
 CUresult fc_enter(int need_ctx);
 void fc_leave(void);
+/* Failure injection for tests of the shim's error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes
+ * the entry point `name` return CUDA_ERROR_UNKNOWN (doing nothing) from its n-th call on (n = 1 when
+ * omitted). */
+int fc_inject(const char *func);
 #define FC_API(need_ctx, expr)                                                                     \
     do {                                                                                           \
         CUresult fc_r_ = fc_enter(need_ctx);                                                       \
-        if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                                 \
+        if (fc_r_ == CUDA_SUCCESS && fc_inject(__func__)) fc_r_ = CUDA_ERROR_UNKNOWN;              \
+        else if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                            \
         fc_leave();                                                                                \
         return fc_r_;                                                                              \
     } while (0)
