@@ -16,6 +16,9 @@
 #include "pattern.h"
 
 #define MAX_ATTRS 8
+/* Streams in one graph, and event records in one chunk; more ends the chunk. */
+#define MAX_STREAMS 8
+#define MAX_RECORDS 16
 #define LAYOUT_SLOTS 8192
 
 /* ---- driver entry points the engine calls besides the hooked ones ---- */
@@ -42,7 +45,7 @@ typedef struct {
     uint32_t *gap_off, *gap_len;
 } layout_t;
 
-typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY } op_kind_t;
+typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_EVREC, OP_EVWAIT } op_kind_t;
 
 typedef struct {
     uint8_t kind;
@@ -58,6 +61,11 @@ typedef struct {
     CUdeviceptr dst, src;
     size_t n;
     unsigned value, elem;
+    /* event record / wait: the event is an argument, not part of the signature; what a wait depends on
+     * is (the chunk position of the record it waits for, or -1 for a record made before the chunk) */
+    CUevent event;
+    unsigned flags;
+    int32_t rec_idx;
     /* last, so that copies of an operation without attributes stop before them */
     CUlaunchAttribute attrs[MAX_ATTRS];
 } op_t;
@@ -113,6 +121,14 @@ static struct {
     void **ptrs; /* scratch kernelParams */
     uint32_t cap_ptrs;
     CUstream cap_stream;
+    CUstream cap_streams[MAX_STREAMS]; /* [0] is cap_stream; the others join a capture through events */
+    CUevent fork_ev, post_ev, join_ev[MAX_STREAMS], pre_ev[MAX_STREAMS], shadow_ev[MAX_RECORDS];
+    /* event records of the current chunk: which event, at which position */
+    struct {
+        CUevent ev;
+        uint32_t pos;
+    } recs[MAX_RECORDS];
+    int nrecs;
     layout_t *layouts[LAYOUT_SLOTS];
     graph_t **graphs;
     uint32_t ngraphs, max_graphs;
@@ -307,6 +323,12 @@ static uint64_t op_sig(const op_t *o)
     case OP_COPY:
         h = ag_mix(h, (uint64_t)o->n);
         break;
+    case OP_EVREC:
+        h = ag_mix(h, (uint64_t)o->id);
+        break;
+    case OP_EVWAIT:
+        h = ag_mix(h, (uint64_t)o->flags | (uint64_t)(uint32_t)o->rec_idx << 32);
+        break;
     }
     return h;
 }
@@ -341,6 +363,21 @@ static CUresult issue_memset(const op_t *o, CUstream stream)
     }
 }
 
+/* An event operation exactly as the application made it, through the entry point it used. */
+static CUresult issue_event(const op_t *o, CUstream stream, CUevent ev)
+{
+    switch (o->id) {
+    case AG_ID_cuEventRecord:
+    case AG_ID_cuEventRecord_ptsz:
+        return ((ag_fn_cuEventRecord_t)ag_real[o->id])(ev, stream);
+    case AG_ID_cuEventRecordWithFlags:
+    case AG_ID_cuEventRecordWithFlags_ptsz:
+        return ((ag_fn_cuEventRecordWithFlags_t)ag_real[o->id])(ev, stream, o->flags);
+    default:
+        return ((ag_fn_cuStreamWaitEvent_t)ag_real[o->id])(stream, ev, o->flags);
+    }
+}
+
 static CUresult issue(const op_t *o, CUstream stream)
 {
     switch (o->kind) {
@@ -348,9 +385,53 @@ static CUresult issue(const op_t *o, CUstream stream)
         return issue_kernel(o, stream, E.arena + o->arg_off);
     case OP_MEMSET:
         return issue_memset(o, stream);
-    default:
+    case OP_COPY:
         return REAL(cuMemcpyDtoDAsync_v2)(o->dst, o->src, o->n, stream);
+    default:
+        return issue_event(o, stream, o->event);
     }
+}
+
+/* The distinct application streams of the pending operations, in order of first use; sidx[i] is the
+ * index of operation i's stream. Returns their number, or -1 past MAX_STREAMS. */
+static int chunk_streams(CUstream *streams, uint8_t *sidx)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < E.npending; i++) {
+        int k = 0;
+        while (k < n && streams[k] != E.pending[i].stream)
+            k++;
+        if (k == n) {
+            if (n == MAX_STREAMS)
+                return -1;
+            streams[n++] = E.pending[i].stream;
+        }
+        if (sidx)
+            sidx[i] = (uint8_t)k;
+    }
+    return n;
+}
+
+static int make_event(CUevent *ev)
+{
+    return *ev || drv.cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Private streams and events for a capture over `n` streams. */
+static int capture_resources(int n)
+{
+    for (int k = 1; k < n; k++)
+        if (!E.cap_streams[k] && drv.cuStreamCreate(&E.cap_streams[k], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return -1;
+    if (n > 1 && make_event(&E.fork_ev))
+        return -1;
+    for (int k = 1; k < n; k++)
+        if (make_event(&E.join_ev[k]) || make_event(&E.pre_ev[k]))
+            return -1;
+    for (int i = 0; i < MAX_RECORDS; i++)
+        if (make_event(&E.shadow_ev[i]))
+            return -1;
+    return make_event(&E.post_ev);
 }
 
 /* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
@@ -437,20 +518,64 @@ static graph_t *graph_build(ag_variant_t *v)
     memcpy(g->ops, E.pending, sizeof *g->ops * n);
     memcpy(g->args, E.arena, E.arena_used);
 
+    CUstream streams[MAX_STREAMS];
+    uint8_t *sidx = malloc(n ? n : 1);
+    int ns = sidx ? chunk_streams(streams, sidx) : -1;
+    if (ns < 1 || capture_resources(ns) != 0) {
+        free(sidx);
+        goto fail;
+    }
+    E.cap_streams[0] = E.cap_stream;
+
+    /* Each application stream gets a capture stream; the others fork from the first at the start and
+     * join it at the end. Event records become private events inside the capture, so a wait on a
+     * record of this chunk is an edge of the graph. */
     ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
     CUresult r = REAL(cuStreamBeginCapture_v2)(E.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
     int began = r == CUDA_SUCCESS, ok = began;
+    if (ok && ns > 1) {
+        r = REAL(cuEventRecord)(E.fork_ev, E.cap_stream);
+        for (int k = 1; r == CUDA_SUCCESS && k < ns; k++)
+            r = REAL(cuStreamWaitEvent)(E.cap_streams[k], E.fork_ev, 0);
+        ok = r == CUDA_SUCCESS;
+    }
+    int records = 0;
+    int32_t *rec_no = calloc(n ? n : 1, sizeof *rec_no); /* record number of each record operation */
+    ok = ok && rec_no;
     for (uint32_t i = 0; ok && i < n; i++) {
-        r = issue(&E.pending[i], E.cap_stream);
+        const op_t *o = &E.pending[i];
+        CUstream cs = E.cap_streams[sidx[i]];
+        if (o->kind == OP_EVREC) {
+            rec_no[i] = records;
+            r = REAL(cuEventRecord)(E.shadow_ev[records++], cs);
+            ok = r == CUDA_SUCCESS;
+            continue;
+        }
+        if (o->kind == OP_EVWAIT) {
+            /* A wait for a record made before the chunk is done before the graph's launch. */
+            if (o->rec_idx >= 0)
+                r = REAL(cuStreamWaitEvent)(cs, E.shadow_ev[rec_no[o->rec_idx]], 0);
+            ok = r == CUDA_SUCCESS;
+            continue;
+        }
+        r = issue(o, cs);
         CUstreamCaptureStatus st;
         const CUgraphNode *deps = NULL;
         size_t ndeps = 0;
         if (r == CUDA_SUCCESS)
-            r = REAL(cuStreamGetCaptureInfo_v3)(E.cap_stream, &st, NULL, NULL, &deps, NULL, &ndeps);
+            r = REAL(cuStreamGetCaptureInfo_v3)(cs, &st, NULL, NULL, &deps, NULL, &ndeps);
         ok = r == CUDA_SUCCESS && ndeps == 1;
         if (ok)
             g->nodes[i] = deps[0];
     }
+    for (int k = 1; ok && k < ns; k++) {
+        r = REAL(cuEventRecord)(E.join_ev[k], E.cap_streams[k]);
+        if (r == CUDA_SUCCESS)
+            r = REAL(cuStreamWaitEvent)(E.cap_stream, E.join_ev[k], 0);
+        ok = r == CUDA_SUCCESS;
+    }
+    free(rec_no);
+    free(sidx);
     if (began) {
         CUgraph graph = NULL;
         CUresult re = REAL(cuStreamEndCapture)(E.cap_stream, &graph);
@@ -515,6 +640,9 @@ static int graph_patch(graph_t *g)
             }
             break;
         }
+        case OP_EVREC:
+        case OP_EVWAIT:
+            continue; /* not nodes: the events are handled around the launch */
         case OP_COPY: {
             if (now->dst == was->dst && now->src == was->src)
                 continue;
@@ -544,6 +672,44 @@ static int graph_patch(graph_t *g)
     return 0;
 }
 
+/* Launches the graph on the chunk's first stream, ordered with the chunk's other streams: the graph
+ * waits for their earlier work and for the records made before the chunk that it waits on, they wait
+ * for the graph, and the application's events are recorded after it. Later than CUDA would complete
+ * them, never earlier. */
+static CUresult launch_around(graph_t *g)
+{
+    CUstream streams[MAX_STREAMS];
+    int ns = chunk_streams(streams, NULL);
+    CUstream s0 = streams[0];
+    CUresult r = CUDA_SUCCESS;
+    for (int k = 1; r == CUDA_SUCCESS && k < ns; k++) {
+        r = REAL(cuEventRecord)(E.pre_ev[k], streams[k]);
+        if (r == CUDA_SUCCESS)
+            r = REAL(cuStreamWaitEvent)(s0, E.pre_ev[k], 0);
+    }
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < E.npending; i++)
+        if (E.pending[i].kind == OP_EVWAIT && E.pending[i].rec_idx < 0)
+            r = issue_event(&E.pending[i], s0, E.pending[i].event);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuGraphLaunch)(g->exec, s0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* From here on the graph's work is issued: what follows cannot be undone by an eager re-issue, so
+     * a failure is only logged (the next sync reports a sticky error if there is one). */
+    CUresult rr = CUDA_SUCCESS;
+    if (ns > 1) {
+        rr = REAL(cuEventRecord)(E.post_ev, s0);
+        for (int k = 1; rr == CUDA_SUCCESS && k < ns; k++)
+            rr = REAL(cuStreamWaitEvent)(streams[k], E.post_ev, 0);
+    }
+    for (uint32_t i = 0; rr == CUDA_SUCCESS && i < E.npending; i++)
+        if (E.pending[i].kind == OP_EVREC)
+            rr = issue(&E.pending[i], E.pending[i].stream);
+    if (rr != CUDA_SUCCESS)
+        AG_LOG_CAPPED(AG_LOG_WARN, "ordering a graph with its streams failed (CUDA error %d)", (int)rr);
+    return CUDA_SUCCESS;
+}
+
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). */
 static void complete(ag_variant_t *v)
 {
@@ -566,7 +732,7 @@ static void complete(ag_variant_t *v)
         flush_eager(FB_PATCH_FAILED);
         return;
     }
-    CUresult r = REAL(cuGraphLaunch)(g->exec, E.pending[0].stream);
+    CUresult r = launch_around(g);
     if (r != CUDA_SUCCESS) {
         AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
         release_variant(v, NULL);
@@ -593,12 +759,15 @@ static void refresh_candidates(void)
     E.nmatch = E.ncand;
 }
 
-static int in_match(const ag_variant_t *v)
+/* The candidate that the pending operations complete when the chunk ends now (at a barrier or at its
+ * planned size), or NULL. Decided before the learner closes the chunk: closing may evict variants, so
+ * the candidates' pointers are used only before it. */
+static ag_variant_t *completing(int at_barrier)
 {
     for (int i = 0; i < E.nmatch; i++)
-        if (E.match[i] == v)
-            return 1;
-    return 0;
+        if (E.match[i]->len == E.npending && E.match[i]->ends_at_barrier == at_barrier)
+            return E.match[i];
+    return NULL;
 }
 
 /* What was expected did not come. Counted whenever candidates were expected, also when nothing was
@@ -617,15 +786,16 @@ static void fallback(int reason)
 /* A barrier: an observing call, a stream switch, or an undeferrable operation. */
 static void barrier(uint64_t kind, int reason)
 {
-    int had_pending = E.npending > 0;
+    ag_variant_t *c = E.npending ? completing(1) : NULL;
+    if (!c && E.ncand)
+        fallback(reason); /* operations were expected (held back or not yet), a barrier came */
     ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
-    if (had_pending) {
-        if (v && E.nmatch && in_match(v) && v->ends_at_barrier && v->len == E.npending)
-            complete(v);
+    E.nrecs = 0;
+    if (c) {
+        if (v == c)
+            complete(c);
         else
-            fallback(reason);
-    } else if (E.ncand) {
-        fallback(reason); /* operations were expected, a sync came: a sync in a new place */
+            flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
     refresh_candidates();
 }
@@ -667,12 +837,22 @@ static int init_engine(CUcontext ctx)
 static CUresult op_arrive(op_t *o, const void *const *kparams, void **extra, CUresult (*eager)(const void *),
                           const void *call, uint64_t t0)
 {
-    if (o->stream != E.cur_stream || !E.have_stream) {
-        if (E.have_stream)
-            barrier(0x5717ea3ULL ^ (uint64_t)(uintptr_t)o->stream, FB_STREAM);
-        E.cur_stream = o->stream;
-        E.have_stream = 1;
+    /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
+     * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
+    if (E.have_stream && o->stream != E.cur_stream &&
+        (o->stream == CU_STREAM_LEGACY || E.cur_stream == CU_STREAM_LEGACY))
+        barrier(0x5717ea3ULL ^ (uint64_t)(uintptr_t)o->stream, FB_STREAM);
+    E.cur_stream = o->stream;
+    E.have_stream = 1;
+    if (o->kind == OP_EVREC && E.nrecs == MAX_RECORDS)
+        barrier(0x7ec5ULL, FB_UNDEFERRABLE);
+    if (o->kind == OP_EVWAIT) {
+        o->rec_idx = -1;
+        for (int i = E.nrecs - 1; i >= 0 && o->rec_idx < 0; i--)
+            if (E.recs[i].ev == o->event)
+                o->rec_idx = (int32_t)E.recs[i].pos;
     }
+    uint32_t pos0 = E.learner.chunk_pos;
     uint64_t sig = op_sig(o);
     int deferred = 0;
     if (E.nmatch) {
@@ -744,15 +924,22 @@ static CUresult op_arrive(op_t *o, const void *const *kparams, void **extra, CUr
             return r;
         }
     }
+    if (o->kind == OP_EVREC) {
+        E.recs[E.nrecs].ev = o->event;
+        E.recs[E.nrecs++].pos = pos0;
+    }
     int step = ag_learner_push(&E.learner, sig);
     if (step) {
-        int had = E.npending > 0;
+        ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
+        if (E.npending && !c)
+            fallback(FB_MISMATCH);
         ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);
-        if (had) {
-            if (v && in_match(v) && v->len == E.npending)
-                complete(v);
+        E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
+        if (c) {
+            if (v == c)
+                complete(c);
             else
-                fallback(FB_MISMATCH);
+                flush_eager(FB_MISMATCH);
         }
         refresh_candidates();
     }
@@ -983,6 +1170,65 @@ CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, 
 {
     mcall_t c = {id, dst, src, 0, n, s};
     return mem_common(&c, 0);
+}
+
+typedef struct {
+    ag_id_t id;
+    CUevent ev;
+    CUstream stream;
+    unsigned flags;
+} ecall_t;
+
+static CUresult eager_event(const void *p)
+{
+    const ecall_t *c = p;
+    op_t o;
+    o.id = c->id;
+    o.flags = c->flags;
+    return issue_event(&o, c->stream, c->ev);
+}
+
+static CUresult event_common(const ecall_t *c, op_kind_t kind)
+{
+    if (!enter()) {
+        leave();
+        return eager_event(c);
+    }
+    op_t o;
+    memset(&o, 0, offsetof(op_t, attrs));
+    o.kind = (uint8_t)kind;
+    o.id = c->id;
+    o.stream = norm_stream(c->stream);
+    o.event = c->ev;
+    o.flags = c->flags;
+    CUresult r;
+    /* External records and waits with flags are for other processes or graphs: not ours to hold. */
+    if (per_thread(c->id, c->stream) || c->flags != 0 || !c->ev) {
+        barrier(0xdefe4ULL, FB_UNDEFERRABLE);
+        r = eager_event(c);
+    } else {
+        r = op_arrive(&o, NULL, NULL, eager_event, c, 0);
+    }
+    leave();
+    return r;
+}
+
+CUresult ag_engine_event_record(ag_id_t id, CUevent ev, CUstream s)
+{
+    ecall_t c = {id, ev, s, 0};
+    return event_common(&c, OP_EVREC);
+}
+
+CUresult ag_engine_event_record_flags(ag_id_t id, CUevent ev, CUstream s, unsigned flags)
+{
+    ecall_t c = {id, ev, s, flags};
+    return event_common(&c, OP_EVREC);
+}
+
+CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigned flags)
+{
+    ecall_t c = {id, ev, s, flags};
+    return event_common(&c, OP_EVWAIT);
 }
 
 void ag_engine_barrier(ag_id_t id)

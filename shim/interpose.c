@@ -67,6 +67,12 @@
 #define AG_ENGINE_cuMemsetD32Async_ptsz ag_engine_memset32
 #define AG_ENGINE_cuMemcpyDtoDAsync_v2 ag_engine_copy
 #define AG_ENGINE_cuMemcpyDtoDAsync_v2_ptsz ag_engine_copy
+#define AG_ENGINE_cuEventRecord ag_engine_event_record
+#define AG_ENGINE_cuEventRecord_ptsz ag_engine_event_record
+#define AG_ENGINE_cuEventRecordWithFlags ag_engine_event_record_flags
+#define AG_ENGINE_cuEventRecordWithFlags_ptsz ag_engine_event_record_flags
+#define AG_ENGINE_cuStreamWaitEvent ag_engine_stream_wait_event
+#define AG_ENGINE_cuStreamWaitEvent_ptsz ag_engine_stream_wait_event
 
 /* Kinds whose hooks do more than this are written by hand below. */
 #define AG_GEN_INIT(name, params, args)
@@ -74,6 +80,7 @@
 #define AG_GEN_DLAUNCH AG_DEFERRABLE
 #define AG_GEN_DSET AG_DEFERRABLE
 #define AG_GEN_DCOPY AG_DEFERRABLE
+#define AG_GEN_DEVENT AG_DEFERRABLE
 #define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
 #define AG_GEN_LAUNCH AG_BARRIER

@@ -119,9 +119,19 @@ int main(int argc, char **argv)
     uint64_t h = 1469598103934665603ULL;
     int n = N;
     uint64_t seed = 1234, off = 0;
-    CUstream stream = NULL;
-    if (strcmp(which, "stream") == 0)
+    CUstream stream = NULL, side = NULL;
+    CUevent fork, join;
+    int two = strcmp(which, "twostreams") == 0, legacyside = strcmp(which, "legacyside") == 0;
+    if (strcmp(which, "stream") == 0 || two)
         CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    if (legacyside) /* a blocking main stream, the legacy stream as the side stream */
+        CK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+    if (two || legacyside) {
+        if (two)
+            CK(cuStreamCreate(&side, CU_STREAM_DEFAULT));
+        CK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+        CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+    }
 
     for (int it = 0; it < iters; it++) {
         /* Swapping buffers each iteration: arguments change, as with a caching allocator. */
@@ -131,6 +141,18 @@ int main(int argc, char **argv)
         if (strcmp(which, "shape") == 0) { /* the batch changes every 4 iterations, back and forth */
             len = (it / 4) % 2 ? N / 2 : N;
             grid = (it / 4) % 2 ? 1 : 2;
+        }
+        if (two || legacyside) { /* fork: the side stream scales buffer 3 while the main stream works on x and y */
+            CK(cuEventRecord(fork, stream));
+            CK(cuStreamWaitEvent(side, fork, 0));
+            CUdeviceptr z = buf[2 + (it + 1) % 2];
+            float a = 0.5f, b = 0.25f;
+            int zl = n;
+            for (int k = 0; k < 10; k++) {
+                void *p[] = {&z, &z, &a, &b, &zl};
+                CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, side, p, NULL));
+            }
+            CK(cuEventRecord(join, side));
         }
         for (int k = 0; k < 40; k++) {
             float a = 1.0f + 0.001f * (float)k, b = (strcmp(which, "args") == 0) ? 0.01f * (float)it : 0.5f;
@@ -160,6 +182,8 @@ int main(int argc, char **argv)
                 CK(cuMemcpyDtoDAsync(buf[(it + 1) % 2], x, 64, stream));
             }
         }
+        if (two || legacyside)
+            CK(cuStreamWaitEvent(stream, join, 0));
         if (strcmp(which, "extra") == 0) {
             struct {
                 CUdeviceptr s, x;
