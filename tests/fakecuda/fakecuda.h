@@ -32,6 +32,8 @@
  * - Host functions and kernels must not call the driver (CUDA forbids it): such calls return
  *   CUDA_ERROR_NOT_PERMITTED.
  * - One recursive mutex guards the whole fake: any thread may call in at any time.
+ * - Failure injection for tests of error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes the
+ *   entry point `name` (its ABI name) return CUDA_ERROR_UNKNOWN, doing nothing, from its n-th call on.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
