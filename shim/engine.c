@@ -19,6 +19,8 @@
 /* Streams in one graph, and event records in one chunk; more ends the chunk. */
 #define MAX_STREAMS 8
 #define MAX_RECORDS 16
+/* A blocking device-to-host copy up to this size can end a graph (through a staging buffer). */
+#define D2H_STAGING_MAX (1u << 20)
 #define LAYOUT_SLOTS 8192
 
 /* ---- driver entry points the engine calls besides the hooked ones ---- */
@@ -45,7 +47,7 @@ typedef struct {
     uint32_t *gap_off, *gap_len;
 } layout_t;
 
-typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_EVREC, OP_EVWAIT } op_kind_t;
+typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_EVREC, OP_EVWAIT, OP_D2H } op_kind_t;
 
 typedef struct {
     uint8_t kind;
@@ -57,8 +59,9 @@ typedef struct {
     CUstream stream;
     const layout_t *layout;
     size_t arg_off; /* kernel arguments in the arena */
-    /* memset / copy */
+    /* memset / copy (hdst: the host destination of a blocking device-to-host copy) */
     CUdeviceptr dst, src;
+    void *hdst;
     size_t n;
     unsigned value, elem;
     /* event record / wait: the event is an argument, not part of the signature; what a wait depends on
@@ -84,6 +87,7 @@ typedef struct {
     CUDA_KERNEL_NODE_PARAMS *kp;
     op_t *ops;            /* what each node holds now (kernel arguments in args) */
     unsigned char *args;  /* kernel argument bytes baked into the exec */
+    void **staging;       /* pinned buffers the device-to-host copies of the graph write to */
     uint64_t last_launch; /* for least-recently-used eviction */
     ag_variant_t *owner;
 } graph_t;
@@ -129,6 +133,15 @@ static struct {
         uint32_t pos;
     } recs[MAX_RECORDS];
     int nrecs;
+    /* a blocking device-to-host copy that ended a graph: copied out of staging after the sync */
+    struct {
+        void *dst;
+        const void *staging;
+        size_t n;
+    } copyouts[4];
+    int ncopyouts;
+    CUresult d2h_result; /* of a blocking copy issued by flush_eager */
+    int d2h_flushed;
     layout_t *layouts[LAYOUT_SLOTS];
     graph_t **graphs;
     uint32_t ngraphs, max_graphs;
@@ -136,7 +149,7 @@ static struct {
     int app_captures;
 
     /* statistics (under the lock) */
-    uint64_t deferred, replayed, graphs_built, graph_launches, nodes_patched, graphs_evicted;
+    uint64_t deferred, replayed, graphs_built, graph_launches, nodes_patched, graphs_evicted, copies_out;
     uint64_t fallbacks[FB_COUNT];
     uint64_t match_ns, match_timed, eager_ns, eager_timed, eager_count, replay_host_ns;
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -329,6 +342,9 @@ static uint64_t op_sig(const op_t *o)
     case OP_EVWAIT:
         h = ag_mix(h, (uint64_t)o->flags | (uint64_t)(uint32_t)o->rec_idx << 32);
         break;
+    case OP_D2H:
+        h = ag_mix(h, (uint64_t)o->n ^ (uint64_t)o->id << 40);
+        break;
     }
     return h;
 }
@@ -387,6 +403,10 @@ static CUresult issue(const op_t *o, CUstream stream)
         return issue_memset(o, stream);
     case OP_COPY:
         return REAL(cuMemcpyDtoDAsync_v2)(o->dst, o->src, o->n, stream);
+    case OP_D2H:
+        if (o->id == AG_ID_cuMemcpyDtoH_v2)
+            return REAL(cuMemcpyDtoH_v2)(o->hdst, o->src, o->n);
+        return REAL(cuMemcpyDtoHAsync_v2)(o->hdst, o->src, o->n, stream);
     default:
         return issue_event(o, stream, o->event);
     }
@@ -445,6 +465,11 @@ static void flush_eager(int reason)
         E.fallbacks[reason]++;
     for (uint32_t i = 0; i < E.npending; i++) {
         CUresult r = issue(&E.pending[i], E.pending[i].stream);
+        if (E.pending[i].kind == OP_D2H) { /* blocking: its result is the application's */
+            E.d2h_result = r;
+            E.d2h_flushed = 1;
+            continue;
+        }
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
     }
@@ -466,6 +491,10 @@ static void graph_free(graph_t *g)
     free(g->kp);
     free(g->ops);
     free(g->args);
+    for (uint32_t i = 0; g->staging && i < g->n; i++)
+        if (g->staging[i])
+            REAL(cuMemFreeHost)(g->staging[i]);
+    free(g->staging);
     free(g);
 }
 
@@ -513,8 +542,12 @@ static graph_t *graph_build(ag_variant_t *v)
     g->kp = calloc(n, sizeof *g->kp);
     g->ops = malloc(sizeof *g->ops * n);
     g->args = malloc(E.arena_used ? E.arena_used : 1);
-    if (!g->nodes || !g->kp || !g->ops || !g->args)
+    g->staging = calloc(n, sizeof *g->staging);
+    if (!g->nodes || !g->kp || !g->ops || !g->args || !g->staging)
         goto fail;
+    for (uint32_t i = 0; i < n; i++)
+        if (E.pending[i].kind == OP_D2H && REAL(cuMemAllocHost_v2)(&g->staging[i], E.pending[i].n) != CUDA_SUCCESS)
+            goto fail;
     memcpy(g->ops, E.pending, sizeof *g->ops * n);
     memcpy(g->args, E.arena, E.arena_used);
 
@@ -558,7 +591,10 @@ static graph_t *graph_build(ag_variant_t *v)
             ok = r == CUDA_SUCCESS;
             continue;
         }
-        r = issue(o, cs);
+        if (o->kind == OP_D2H)
+            r = REAL(cuMemcpyDtoHAsync_v2)(g->staging[i], o->src, o->n, cs);
+        else
+            r = issue(o, cs);
         CUstreamCaptureStatus st;
         const CUgraphNode *deps = NULL;
         size_t ndeps = 0;
@@ -643,6 +679,23 @@ static int graph_patch(graph_t *g)
         case OP_EVREC:
         case OP_EVWAIT:
             continue; /* not nodes: the events are handled around the launch */
+        case OP_D2H: {
+            if (now->src == was->src)
+                continue;
+            CUDA_MEMCPY3D cp;
+            memset(&cp, 0, sizeof cp);
+            cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            cp.srcDevice = now->src;
+            cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+            cp.dstHost = g->staging[i];
+            cp.WidthInBytes = now->n;
+            cp.Height = 1;
+            cp.Depth = 1;
+            r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+            if (r == CUDA_SUCCESS)
+                was->src = now->src;
+            break;
+        }
         case OP_COPY: {
             if (now->dst == was->dst && now->src == was->src)
                 continue;
@@ -742,8 +795,14 @@ static void complete(ag_variant_t *v)
     }
     g->last_launch = ++E.clock;
     E.graph_launches++;
-    for (uint32_t i = 0; i < E.npending; i++)
+    for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;
+        if (E.pending[i].kind == OP_D2H && E.ncopyouts < (int)(sizeof E.copyouts / sizeof *E.copyouts)) {
+            E.copyouts[E.ncopyouts].dst = E.pending[i].hdst;
+            E.copyouts[E.ncopyouts].staging = g->staging[i];
+            E.copyouts[E.ncopyouts++].n = E.pending[i].n;
+        }
+    }
     E.npending = 0;
     E.arena_used = 0;
     ag_learner_succeeded(v);
@@ -1231,6 +1290,83 @@ CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigne
     return event_common(&c, OP_EVWAIT);
 }
 
+typedef struct {
+    ag_id_t id;
+    void *dst;
+    CUdeviceptr src;
+    size_t n;
+    CUstream stream;
+} dcall_t;
+
+static CUresult eager_d2h(const void *p)
+{
+    const dcall_t *c = p;
+    if (c->id == AG_ID_cuMemcpyDtoH_v2 || c->id == AG_ID_cuMemcpyDtoH_v2_ptds)
+        return ((ag_fn_cuMemcpyDtoH_v2_t)ag_real[c->id])(c->dst, c->src, c->n);
+    return ((ag_fn_cuMemcpyDtoHAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
+}
+
+/* A device-to-host copy CUDA makes blocking (the synchronous form, or the asynchronous form into
+ * pageable memory) may be the last node of a graph: the graph copies into a staging buffer of ours,
+ * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
+static CUresult d2h_common(const dcall_t *c, int async)
+{
+    if (!enter()) {
+        leave();
+        return eager_d2h(c);
+    }
+    int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->n <= D2H_STAGING_MAX;
+    if (ok && async) { /* into pinned memory the copy is truly asynchronous: not ours to end a graph */
+        unsigned type = 0;
+        ok = !drv.cuPointerGetAttribute ||
+             drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)c->dst) !=
+                 CUDA_SUCCESS;
+    }
+    CUresult r;
+    if (!ok) {
+        barrier(0xba77ULL + (uint64_t)c->id, FB_BARRIER);
+        r = eager_d2h(c);
+        leave();
+        return r;
+    }
+    op_t o;
+    memset(&o, 0, offsetof(op_t, attrs));
+    o.kind = OP_D2H;
+    o.id = async ? AG_ID_cuMemcpyDtoHAsync_v2 : AG_ID_cuMemcpyDtoH_v2;
+    o.stream = async ? norm_stream(c->stream) : CU_STREAM_LEGACY;
+    o.hdst = c->dst;
+    o.src = c->src;
+    o.n = c->n;
+    E.ncopyouts = 0;
+    E.d2h_flushed = 0;
+    r = op_arrive(&o, NULL, NULL, eager_d2h, c, 0);
+    barrier(0xd2b0ULL, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
+    if (E.ncopyouts) {
+        r = REAL(cuStreamSynchronize)(o.stream);
+        for (int i = 0; r == CUDA_SUCCESS && i < E.ncopyouts; i++) {
+            memcpy(E.copyouts[i].dst, E.copyouts[i].staging, E.copyouts[i].n);
+            E.copies_out++;
+        }
+        E.ncopyouts = 0;
+    } else if (E.d2h_flushed) {
+        r = E.d2h_result;
+    }
+    leave();
+    return r;
+}
+
+CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n)
+{
+    dcall_t c = {id, dst, src, n, NULL};
+    return d2h_common(&c, 0);
+}
+
+CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    dcall_t c = {id, dst, src, n, s};
+    return d2h_common(&c, 1);
+}
+
 void ag_engine_barrier(ag_id_t id)
 {
     pthread_mutex_lock(&E.lock);
@@ -1301,10 +1437,12 @@ void ag_engine_stats(FILE *f)
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_evicted\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
-               "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n    \"fallbacks\": {",
+               "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
+               "    \"blocking_copies_in_graphs\": %llu,\n    \"fallbacks\": {",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)E.graphs_built,
             E.ngraphs, (unsigned long long)E.graphs_evicted, (unsigned long long)E.graph_launches,
-            (unsigned long long)E.nodes_patched, per_match, per_eager, saved_ms, E.learner.table.count);
+            (unsigned long long)E.nodes_patched, per_match, per_eager, saved_ms, E.learner.table.count,
+            (unsigned long long)E.copies_out);
     for (int i = 0; i < FB_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
     fprintf(f, "}\n  },\n");

@@ -43,7 +43,7 @@ typedef enum {
 } ag_id_t;
 
 typedef enum {
-    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_QUERY, AG_KIND_ALLOC, AG_KIND_DLAUNCH, AG_KIND_DSET, AG_KIND_DCOPY, AG_KIND_DEVENT,
+    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_QUERY, AG_KIND_ALLOC, AG_KIND_DLAUNCH, AG_KIND_DSET, AG_KIND_DCOPY, AG_KIND_DEVENT, AG_KIND_DD2H,
     AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT, AG_KIND_STREAM, AG_KIND_HOSTFN,
     AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
 } ag_kind_t;
@@ -130,6 +130,8 @@ CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, 
 CUresult ag_engine_event_record(ag_id_t id, CUevent ev, CUstream s);
 CUresult ag_engine_event_record_flags(ag_id_t id, CUevent ev, CUstream s, unsigned flags);
 CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigned flags);
+CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n);
+CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, CUstream s);
 /* Before a call through which deferred work could be observed: issues it (graph or eager). */
 void ag_engine_barrier(ag_id_t id);
 /* The application's capture did not begin after all. */

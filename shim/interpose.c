@@ -73,6 +73,10 @@
 #define AG_ENGINE_cuEventRecordWithFlags_ptsz ag_engine_event_record_flags
 #define AG_ENGINE_cuStreamWaitEvent ag_engine_stream_wait_event
 #define AG_ENGINE_cuStreamWaitEvent_ptsz ag_engine_stream_wait_event
+#define AG_ENGINE_cuMemcpyDtoH_v2 ag_engine_d2h
+#define AG_ENGINE_cuMemcpyDtoH_v2_ptds ag_engine_d2h
+#define AG_ENGINE_cuMemcpyDtoHAsync_v2 ag_engine_d2h_async
+#define AG_ENGINE_cuMemcpyDtoHAsync_v2_ptsz ag_engine_d2h_async
 
 /* Kinds whose hooks do more than this are written by hand below. */
 #define AG_GEN_INIT(name, params, args)
@@ -81,6 +85,7 @@
 #define AG_GEN_DSET AG_DEFERRABLE
 #define AG_GEN_DCOPY AG_DEFERRABLE
 #define AG_GEN_DEVENT AG_DEFERRABLE
+#define AG_GEN_DD2H AG_DEFERRABLE
 #define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
 #define AG_GEN_LAUNCH AG_BARRIER
