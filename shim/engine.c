@@ -21,6 +21,11 @@
 #define MAX_RECORDS 16
 /* A blocking device-to-host copy up to this size can end a graph (through a staging buffer). */
 #define D2H_STAGING_MAX (1u << 20)
+/* Pageable host-to-device sources are snapshotted into pinned staging buffers, used in turn; a buffer is
+ * reused only after the work that reads it has run (events recorded after each issue, per stream). */
+#define STAGE_BUFS 4
+#define STAGE_SIZE E.stg.size /* AUTOGRAPH_STAGING_KB */
+#define STAGE_STREAMS 4
 #define LAYOUT_SLOTS 8192
 
 /* ---- driver entry points the engine calls besides the hooked ones ---- */
@@ -47,7 +52,7 @@ typedef struct {
     uint32_t *gap_off, *gap_len;
 } layout_t;
 
-typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_EVREC, OP_EVWAIT, OP_D2H } op_kind_t;
+typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_EVREC, OP_EVWAIT, OP_D2H, OP_H2D } op_kind_t;
 
 typedef struct {
     uint8_t kind;
@@ -59,9 +64,12 @@ typedef struct {
     CUstream stream;
     const layout_t *layout;
     size_t arg_off; /* kernel arguments in the arena */
-    /* memset / copy (hdst: the host destination of a blocking device-to-host copy) */
+    /* memset / copy (hdst: the host destination of a blocking device-to-host copy; hsrc: the pinned
+     * source of a host-to-device copy, the application's or a staging buffer of ours) */
     CUdeviceptr dst, src;
     void *hdst;
+    const void *hsrc;
+    int8_t stage; /* staging buffer of a snapshotted pageable source, or -1 */
     size_t n;
     unsigned value, elem;
     /* event record / wait: the event is an argument, not part of the signature; what a wait depends on
@@ -142,6 +150,16 @@ static struct {
     int ncopyouts;
     CUresult d2h_result; /* of a blocking copy issued by flush_eager */
     int d2h_flushed;
+    struct {
+        unsigned char *buf[STAGE_BUFS];
+        int cur;
+        size_t off;
+        CUstream fence_stream[STAGE_BUFS][STAGE_STREAMS];
+        CUevent fence_ev[STAGE_BUFS][STAGE_STREAMS];
+        int nfence[STAGE_BUFS];
+        unsigned pending_mask; /* buffers the pending operations read */
+        size_t size;
+    } stg;
     layout_t *layouts[LAYOUT_SLOTS];
     graph_t **graphs;
     uint32_t ngraphs, max_graphs;
@@ -345,6 +363,9 @@ static uint64_t op_sig(const op_t *o)
     case OP_D2H:
         h = ag_mix(h, (uint64_t)o->n ^ (uint64_t)o->id << 40);
         break;
+    case OP_H2D:
+        h = ag_mix(h, (uint64_t)o->n ^ (uint64_t)(o->stage >= 0) << 63);
+        break;
     }
     return h;
 }
@@ -407,6 +428,8 @@ static CUresult issue(const op_t *o, CUstream stream)
         if (o->id == AG_ID_cuMemcpyDtoH_v2)
             return REAL(cuMemcpyDtoH_v2)(o->hdst, o->src, o->n);
         return REAL(cuMemcpyDtoHAsync_v2)(o->hdst, o->src, o->n, stream);
+    case OP_H2D:
+        return REAL(cuMemcpyHtoDAsync_v2)(o->dst, o->hsrc, o->n, stream);
     default:
         return issue_event(o, stream, o->event);
     }
@@ -454,6 +477,64 @@ static int capture_resources(int n)
     return make_event(&E.post_ev);
 }
 
+/* Records that staging buffer b is read by work issued on stream s up to now. */
+static void stage_fence(int b, CUstream s)
+{
+    int k = 0;
+    while (k < E.stg.nfence[b] && E.stg.fence_stream[b][k] != s)
+        k++;
+    if (k == STAGE_STREAMS) { /* no slot left: wait for the oldest and reuse it */
+        REAL(cuEventSynchronize)(E.stg.fence_ev[b][0]);
+        k = 0;
+    } else if (k == E.stg.nfence[b]) {
+        if (make_event(&E.stg.fence_ev[b][k]) != 0) {
+            REAL(cuStreamSynchronize)(s); /* cannot fence: make sure instead */
+            return;
+        }
+        E.stg.nfence[b]++;
+    }
+    E.stg.fence_stream[b][k] = s;
+    REAL(cuEventRecord)(E.stg.fence_ev[b][k], s);
+}
+
+/* Fences the staging buffers the pending operations read, once they are issued (on `s`, or on each
+ * operation's own stream when s is NULL). */
+static void stage_issued(CUstream s)
+{
+    for (uint32_t i = 0; i < E.npending && E.stg.pending_mask; i++)
+        if (E.pending[i].kind == OP_H2D && E.pending[i].stage >= 0)
+            stage_fence(E.pending[i].stage, s ? s : E.pending[i].stream);
+    E.stg.pending_mask = 0;
+}
+
+/* A pinned copy of n bytes of a pageable source, valid until the work that reads it has run. */
+static void *stage_copy(const void *src, size_t n, int8_t *which)
+{
+    size_t need = (n + 255) & ~(size_t)255;
+    if (need > STAGE_SIZE)
+        return NULL;
+    if (E.stg.off + need > STAGE_SIZE || !E.stg.buf[E.stg.cur]) {
+        int next = E.stg.buf[E.stg.cur] ? (E.stg.cur + 1) % STAGE_BUFS : E.stg.cur;
+        if (E.stg.pending_mask & (1u << next))
+            return NULL; /* the held work still reads it */
+        for (int k = 0; k < E.stg.nfence[next]; k++)
+            REAL(cuEventSynchronize)(E.stg.fence_ev[next][k]);
+        E.stg.nfence[next] = 0;
+        if (!E.stg.buf[next] && REAL(cuMemAllocHost_v2)((void **)&E.stg.buf[next], STAGE_SIZE) != CUDA_SUCCESS) {
+            E.stg.buf[next] = NULL;
+            return NULL;
+        }
+        E.stg.cur = next;
+        E.stg.off = 0;
+    }
+    unsigned char *p = E.stg.buf[E.stg.cur] + E.stg.off;
+    E.stg.off += need;
+    memcpy(p, src, n);
+    *which = (int8_t)E.stg.cur;
+    E.stg.pending_mask |= 1u << E.stg.cur;
+    return p;
+}
+
 /* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
  * now is one CUDA would report asynchronously, at the next sync, so it is logged and the next sync
  * reports the sticky error if there is one. */
@@ -473,6 +554,7 @@ static void flush_eager(int reason)
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
     }
+    stage_issued(NULL);
     E.npending = 0;
     E.arena_used = 0;
 }
@@ -679,6 +761,25 @@ static int graph_patch(graph_t *g)
         case OP_EVREC:
         case OP_EVWAIT:
             continue; /* not nodes: the events are handled around the launch */
+        case OP_H2D: {
+            if (now->dst == was->dst && now->hsrc == was->hsrc)
+                continue;
+            CUDA_MEMCPY3D cp;
+            memset(&cp, 0, sizeof cp);
+            cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+            cp.srcHost = now->hsrc;
+            cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            cp.dstDevice = now->dst;
+            cp.WidthInBytes = now->n;
+            cp.Height = 1;
+            cp.Depth = 1;
+            r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+            if (r == CUDA_SUCCESS) {
+                was->dst = now->dst;
+                was->hsrc = now->hsrc;
+            }
+            break;
+        }
         case OP_D2H: {
             if (now->src == was->src)
                 continue;
@@ -793,6 +894,7 @@ static void complete(ag_variant_t *v)
         flush_eager(FB_LAUNCH_FAILED);
         return;
     }
+    stage_issued(E.pending[0].stream); /* other streams of the chunk wait for the graph on this one */
     g->last_launch = ++E.clock;
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
@@ -876,6 +978,7 @@ static int init_engine(CUcontext ctx)
         return -1;
     }
     E.max_graphs = (uint32_t)ag_opt(AG_OPT_MAX_GRAPHS)->num;
+    E.stg.size = (size_t)ag_opt(AG_OPT_STAGING_KB)->num << 10;
     E.graphs = calloc(E.max_graphs, sizeof *E.graphs);
     if (!E.graphs || ag_learner_init(&E.learner, (uint32_t)ag_opt(AG_OPT_CHUNK)->num,
                                      (uint32_t)ag_opt(AG_OPT_WARMUP)->num, 4096, release_variant, NULL) != 0) {
@@ -926,6 +1029,13 @@ static CUresult op_arrive(op_t *o, const void *const *kparams, void **extra, CUr
         } else {
             op_t *slot = pending_slot();
             int ok = slot != NULL;
+            if (ok && o->kind == OP_H2D && o->stage >= 0) {
+                /* A pageable source may be reused as soon as the call returns: copy it now. */
+                const void *st = stage_copy(o->hsrc, o->n, &o->stage);
+                ok = st != NULL;
+                if (ok)
+                    o->hsrc = st;
+            }
             if (ok && o->kind == OP_KERNEL) {
                 uint32_t total = o->layout->total;
                 ok = reserve(total) == 0;
@@ -1350,6 +1460,55 @@ static CUresult d2h_common(const dcall_t *c, int async)
         E.ncopyouts = 0;
     } else if (E.d2h_flushed) {
         r = E.d2h_result;
+    }
+    leave();
+    return r;
+}
+
+typedef struct {
+    ag_id_t id;
+    CUdeviceptr dst;
+    const void *src;
+    size_t n;
+    CUstream stream;
+} hcall_t;
+
+static CUresult eager_h2d(const void *p)
+{
+    const hcall_t *c = p;
+    return ((ag_fn_cuMemcpyHtoDAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
+}
+
+/* An asynchronous host-to-device copy is deferrable: from pinned memory the graph reads the
+ * application's buffer when it runs (as CUDA would), from pageable memory a snapshot taken at the call. */
+CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    hcall_t c = {id, dst, src, n, s};
+    if (!enter()) {
+        leave();
+        return eager_h2d(&c);
+    }
+    unsigned type = 0;
+    CUresult pr = drv.cuPointerGetAttribute
+                      ? drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)src)
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    int pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+    int pageable = pr == CUDA_ERROR_INVALID_VALUE;
+    CUresult r;
+    if (per_thread(id, s) || n == 0 || n > STAGE_SIZE || (!pinned && !pageable)) {
+        barrier(0xba77ULL + (uint64_t)id, FB_UNDEFERRABLE);
+        r = eager_h2d(&c);
+    } else {
+        op_t o;
+        memset(&o, 0, offsetof(op_t, attrs));
+        o.kind = OP_H2D;
+        o.id = AG_ID_cuMemcpyHtoDAsync_v2;
+        o.stream = norm_stream(s);
+        o.dst = dst;
+        o.hsrc = src;
+        o.n = n;
+        o.stage = pageable ? 0 : -1; /* the buffer is chosen when the copy is held back */
+        r = op_arrive(&o, NULL, NULL, eager_h2d, &c, 0);
     }
     leave();
     return r;

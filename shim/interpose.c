@@ -73,6 +73,8 @@
 #define AG_ENGINE_cuEventRecordWithFlags_ptsz ag_engine_event_record_flags
 #define AG_ENGINE_cuStreamWaitEvent ag_engine_stream_wait_event
 #define AG_ENGINE_cuStreamWaitEvent_ptsz ag_engine_stream_wait_event
+#define AG_ENGINE_cuMemcpyHtoDAsync_v2 ag_engine_h2d_async
+#define AG_ENGINE_cuMemcpyHtoDAsync_v2_ptsz ag_engine_h2d_async
 #define AG_ENGINE_cuMemcpyDtoH_v2 ag_engine_d2h
 #define AG_ENGINE_cuMemcpyDtoH_v2_ptds ag_engine_d2h
 #define AG_ENGINE_cuMemcpyDtoHAsync_v2 ag_engine_d2h_async

@@ -36,6 +36,10 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},
+    [AG_OPT_STAGING_KB] = {"AUTOGRAPH_STAGING_KB", AG_OPT_INT, "4096", "4..1048576",
+                           "Size of each of the 4 pinned staging buffers (KiB) that hold snapshots of pageable "
+                           "host-to-device copy sources while their copies wait in a graph; larger copies are "
+                           "issued directly."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

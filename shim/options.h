@@ -27,6 +27,7 @@ typedef enum {
     AG_OPT_WARMUP,
     AG_OPT_CHUNK,
     AG_OPT_MAX_GRAPHS,
+    AG_OPT_STAGING_KB,
     AG_OPT_COUNT
 } ag_opt_id_t;
 

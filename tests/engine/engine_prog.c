@@ -32,6 +32,17 @@ static void k_axpb(void **args, const fakecuda_dims_t *d)
         y[i] = a * x[i] + b;
 }
 
+/* y[i] += x[i] */
+static void k_acc(void **args, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)args[0];
+    const float *x = *(float *const *)args[1];
+    int n = *(int *)args[2];
+    (void)d;
+    for (int i = 0; i < n; i++)
+        y[i] += x[i] * 1e-3f;
+}
+
 /* A philox-like kernel: the offset grows every iteration, passed by value. */
 static void k_noise(void **args, const fakecuda_dims_t *d)
 {
@@ -91,6 +102,8 @@ int main(int argc, char **argv)
     fakecuda_register_kernel("axpb", k_axpb, 5, s2);
     fakecuda_register_kernel("noise", k_noise, 4, s3);
     fakecuda_register_kernel("sum", k_sum, 2, s4);
+    size_t s6[] = {8, 8, 4};
+    fakecuda_register_kernel("acc", k_acc, 3, s6);
     size_t s5[] = {8, sizeof(bigarg_t), 4};
     fakecuda_register_kernel("big", k_big, 3, s5);
     CK(cuInit(0));
@@ -101,11 +114,14 @@ int main(int argc, char **argv)
     CK(cuCtxSetCurrent(ctx));
     CUmodule mod;
     CK(cuModuleLoadData(&mod, "fakecuda-module engine"));
-    CUfunction axpb, noise, sum, big;
+    CUfunction axpb, noise, sum, big, acc;
     CK(cuModuleGetFunction(&axpb, mod, "axpb"));
     CK(cuModuleGetFunction(&noise, mod, "noise"));
     CK(cuModuleGetFunction(&sum, mod, "sum"));
     CK(cuModuleGetFunction(&big, mod, "big"));
+    CK(cuModuleGetFunction(&acc, mod, "acc"));
+    CUdeviceptr land;
+    CK(cuMemAlloc(&land, 8 * N * sizeof(float)));
     CUdeviceptr buf[4], s;
     for (int i = 0; i < 4; i++) {
         CK(cuMemAlloc(&buf[i], N * sizeof(float)));
@@ -176,6 +192,27 @@ int main(int argc, char **argv)
                 off += 4;
                 void *r[] = {&x, &seed, &off, &len};
                 CK(cuLaunchKernel(noise, 1, 1, 1, 64, 1, 1, 0, stream, r, NULL));
+            }
+            if (k % 5 == 2 && strcmp(which, "h2d") == 0) {
+                /* pageable source rewritten right after the call (legal: CUDA stages it), and a pinned one */
+                static float pageable[1024];
+                for (int q = 0; q < 1024; q++)
+                    pageable[q] = (float)(it * 40 + k + q);
+                /* each copy lands in its own slot and is accumulated into x: every snapshot counts */
+                CUdeviceptr slot = land + (CUdeviceptr)(k / 5) * N * sizeof(float);
+                CK(cuMemcpyHtoDAsync(slot, pageable, sizeof pageable, stream));
+                for (int q = 0; q < 1024; q++)
+                    pageable[q] = -1.0f;
+                int nn = N;
+                void *ap[] = {&x, &slot, &nn};
+                CK(cuLaunchKernel(acc, 1, 1, 1, 32, 1, 1, 0, stream, ap, NULL));
+                static float *pinned; /* written once: a pinned source is read when the copy runs */
+                if (!pinned) {
+                    CK(cuMemAllocHost((void **)&pinned, 64 * sizeof(float)));
+                    for (int q = 0; q < 64; q++)
+                        pinned[q] = (float)q;
+                }
+                CK(cuMemcpyHtoDAsync(buf[2 + (it + 1) % 2], pinned, 64 * sizeof(float), stream));
             }
             if (k % 10 == 5 && strcmp(which, "memops") == 0) {
                 CK(cuMemsetD8Async(buf[2 + (it + 1) % 2], (unsigned char)(it & 1), 16, stream));
