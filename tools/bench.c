@@ -26,7 +26,7 @@ const char ag_help_bench[] =
     "\n"
     "  --reps N          interleaved repetitions (default 5)\n"
     "  --samples a,b,c   which samples (default: launch_bound, mlp_train, curand_host, nosync_loop,\n"
-    "                    shape_change, two_streams, memops, driver_api, nvtx_ranges, jacobi)\n"
+    "                    shape_change, two_streams, memops, driver_api, nvtx_ranges, jacobi, never_repeat)\n"
     "  --iters N         pass --iters N to every sample (default: the sample's own)\n"
     "  --json            print the results as JSON on stdout\n"
     "  --bin DIR         where the sample binaries are (default: the directory of autograph)\n"
@@ -44,7 +44,7 @@ const char ag_help_demo[] =
 
 static const char *const default_samples[] = { "launch_bound", "mlp_train",   "curand_host", "nosync_loop",
                                                "shape_change", "two_streams", "memops",      "driver_api",
-                                               "nvtx_ranges",  "jacobi" };
+                                               "nvtx_ranges",  "jacobi",      "never_repeat" };
 
 #define MAX_REPS 100
 #define MAX_SAMPLES 64

@@ -16,6 +16,10 @@ setup() {
     same_output "$OUT"
     coverage_ok "$OUT" "$SAMPLE"
     replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
+    if [ "$SAMPLE" = never_repeat ]; then
+        # Nothing repeats: nothing may be replayed, and nothing is held back in vain for long.
+        [ "$(stat "$OUT/stats.json" replay.launches_replayed)" = 0 ]
+    fi
     if [ -n "${EXPECT_FALLBACK:-}" ]; then
         # A sample that changes shape must show why it fell back.
         [ "$(stat "$OUT/stats.json" "replay.fallbacks.$EXPECT_FALLBACK")" -gt 0 ]
