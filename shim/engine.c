@@ -1164,9 +1164,7 @@ static CUresult eager_kernel(const void *p)
 
 static int per_thread(ag_id_t id, CUstream s)
 {
-    size_t len = strlen(ag_hook_names[id]);
-    int pt = len > 5 && ag_hook_names[id][len - 5] == '_' && ag_hook_names[id][len - 4] == 'p';
-    return s == CU_STREAM_PER_THREAD || (pt && (s == NULL));
+    return s == CU_STREAM_PER_THREAD || (s == NULL && ag_hook_per_thread[id]);
 }
 
 static CUstream norm_stream(CUstream s)

@@ -61,6 +61,8 @@ static size_t family_len(const char *name)
     return len;
 }
 
+unsigned char ag_hook_per_thread[AG_ID_COUNT];
+
 void ag_hooktab_init(void)
 {
     for (int id = 0; id < AG_ID_COUNT; id++) {
@@ -69,6 +71,10 @@ void ag_hooktab_init(void)
         while (name_slots[h])
             h = (h + 1) % AG_TABLE_SLOTS;
         name_slots[h] = (short)(id + 1);
+
+        size_t len = strlen(n);
+        ag_hook_per_thread[id] =
+            len > 5 && (strcmp(n + len - 5, "_ptsz") == 0 || strcmp(n + len - 5, "_ptds") == 0);
 
         size_t fl = family_len(n);
         h = hash_bytes(n, fl) % AG_TABLE_SLOTS;

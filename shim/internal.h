@@ -56,6 +56,9 @@ typedef enum {
 /* ---- hooktab.c: names, kinds and lookup tables of hooked entry points. ---- */
 extern const char *const ag_hook_names[AG_ID_COUNT];
 extern const unsigned char ag_hook_kinds[AG_ID_COUNT];
+/* 1 for the per-thread-default-stream entry points (_ptsz, _ptds), on which stream 0 means the calling
+ * thread's own default stream. */
+extern unsigned char ag_hook_per_thread[AG_ID_COUNT];
 void ag_hooktab_init(void);
 /* Records the driver's address for an id (while binding). */
 void ag_hooktab_add_real(ag_id_t id, void *real);

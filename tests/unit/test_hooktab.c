@@ -47,6 +47,10 @@ int main(void)
         CHECK(ok);
     }
     CHECK(is_launch("cuLaunchKernel") && is_launch("cuLaunchKernelEx_ptsz") && !is_launch("cuMemcpy"));
+    CHECK(ag_hook_per_thread[ag_hook_by_name("cuLaunchKernel_ptsz")]);
+    CHECK(ag_hook_per_thread[ag_hook_by_name("cuMemcpyHtoD_v2_ptds")]);
+    CHECK(!ag_hook_per_thread[ag_hook_by_name("cuLaunchKernel")]);
+    CHECK(!ag_hook_per_thread[ag_hook_by_name("cuMemcpyHtoD_v2")]);
     CHECK(ag_hook_by_name("cuDeviceGet") < 0);
     CHECK(ag_hook_by_name("cuLaunchKernelX") < 0);
     CHECK(ag_hook_by_name("") < 0);
