@@ -834,6 +834,8 @@ static CUresult launch_around(graph_t *g)
 {
     CUstream streams[MAX_STREAMS];
     int ns = chunk_streams(streams, NULL);
+    if (ns < 1)
+        return CUDA_ERROR_INVALID_VALUE; /* cannot be: the graph was built from these operations */
     CUstream s0 = streams[0];
     CUresult r = CUDA_SUCCESS;
     for (int k = 1; r == CUDA_SUCCESS && k < ns; k++) {
