@@ -95,7 +95,7 @@ typedef struct {
     CUDA_KERNEL_NODE_PARAMS *kp;
     op_t *ops;            /* what each node holds now (kernel arguments in args) */
     unsigned char *args;  /* kernel argument bytes baked into the exec */
-    void **staging;       /* pinned buffers the device-to-host copies of the graph write to */
+    void **d2h_dst;       /* the staging buffer each device-to-host node writes to now */
     uint64_t last_launch; /* for least-recently-used eviction */
     ag_variant_t *owner;
 } graph_t;
@@ -141,15 +141,9 @@ static struct {
         uint32_t pos;
     } recs[MAX_RECORDS];
     int nrecs;
-    /* a blocking device-to-host copy that ended a graph: copied out of staging after the sync */
-    struct {
-        void *dst;
-        const void *staging;
-        size_t n;
-    } copyouts[4];
-    int ncopyouts;
-    CUresult d2h_result; /* of a blocking copy issued by flush_eager */
-    int d2h_flushed;
+    /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
+     * caller copies out of it after the sync), or NULL */
+    const void *copyout;
     struct {
         unsigned char *buf[STAGE_BUFS];
         int cur;
@@ -158,6 +152,7 @@ static struct {
         CUevent fence_ev[STAGE_BUFS][STAGE_STREAMS];
         int nfence[STAGE_BUFS];
         unsigned pending_mask; /* buffers the pending operations read */
+        unsigned retired;      /* buffers that could not be fenced: replaced, never rewritten */
         size_t size;
     } stg;
     layout_t *layouts[LAYOUT_SLOTS];
@@ -477,22 +472,32 @@ static int capture_resources(int n)
     return make_event(&E.post_ev);
 }
 
-/* Records that staging buffer b is read by work issued on stream s up to now. */
+/* The calling thread's pinned buffer for a blocking device-to-host copy that ends a graph: the thread
+ * waits for that copy itself, outside the engine lock, so the buffer is never shared. Kept for the
+ * thread's lifetime. */
+static AG_TLS void *tls_stage;
+
+static void *thread_staging(void)
+{
+    if (!tls_stage && REAL(cuMemAllocHost_v2)(&tls_stage, D2H_STAGING_MAX) != CUDA_SUCCESS)
+        tls_stage = NULL;
+    return tls_stage;
+}
+
+/* Records that staging buffer b is read by work issued on stream s up to now. Nothing here waits: the
+ * engine lock is held (another thread the GPU work depends on may need it). A buffer that cannot be
+ * fenced is retired: never written again. */
 static void stage_fence(int b, CUstream s)
 {
     int k = 0;
     while (k < E.stg.nfence[b] && E.stg.fence_stream[b][k] != s)
         k++;
-    if (k == STAGE_STREAMS) { /* no slot left: wait for the oldest and reuse it */
-        REAL(cuEventSynchronize)(E.stg.fence_ev[b][0]);
-        k = 0;
-    } else if (k == E.stg.nfence[b]) {
-        if (make_event(&E.stg.fence_ev[b][k]) != 0) {
-            REAL(cuStreamSynchronize)(s); /* cannot fence: make sure instead */
-            return;
-        }
-        E.stg.nfence[b]++;
+    if (k == STAGE_STREAMS || (k == E.stg.nfence[b] && make_event(&E.stg.fence_ev[b][k]) != 0)) {
+        E.stg.retired |= 1u << b;
+        return;
     }
+    if (k == E.stg.nfence[b])
+        E.stg.nfence[b]++;
     E.stg.fence_stream[b][k] = s;
     REAL(cuEventRecord)(E.stg.fence_ev[b][k], s);
 }
@@ -517,8 +522,16 @@ static void *stage_copy(const void *src, size_t n, int8_t *which)
         int next = E.stg.buf[E.stg.cur] ? (E.stg.cur + 1) % STAGE_BUFS : E.stg.cur;
         if (E.stg.pending_mask & (1u << next))
             return NULL; /* the held work still reads it */
-        for (int k = 0; k < E.stg.nfence[next]; k++)
-            REAL(cuEventSynchronize)(E.stg.fence_ev[next][k]);
+        if (E.stg.retired & (1u << next)) {
+            AG_LOG_CAPPED(AG_LOG_DEBUG, "a staging buffer could not be fenced; it is replaced (and kept)");
+            E.stg.buf[next] = NULL; /* leaked on purpose: work issued earlier may still read it */
+            E.stg.retired &= ~(1u << next);
+        } else {
+            /* Copies issued earlier still read it unless their fences passed; no waiting here. */
+            for (int k = 0; k < E.stg.nfence[next]; k++)
+                if (REAL(cuEventQuery)(E.stg.fence_ev[next][k]) != CUDA_SUCCESS)
+                    return NULL;
+        }
         E.stg.nfence[next] = 0;
         if (!E.stg.buf[next] && REAL(cuMemAllocHost_v2)((void **)&E.stg.buf[next], STAGE_SIZE) != CUDA_SUCCESS) {
             E.stg.buf[next] = NULL;
@@ -545,12 +558,9 @@ static void flush_eager(int reason)
     if (reason >= 0)
         E.fallbacks[reason]++;
     for (uint32_t i = 0; i < E.npending; i++) {
+        if (E.pending[i].kind == OP_D2H)
+            continue; /* blocking, and always the last: its caller issues it after leaving the lock */
         CUresult r = issue(&E.pending[i], E.pending[i].stream);
-        if (E.pending[i].kind == OP_D2H) { /* blocking: its result is the application's */
-            E.d2h_result = r;
-            E.d2h_flushed = 1;
-            continue;
-        }
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
     }
@@ -573,10 +583,7 @@ static void graph_free(graph_t *g)
     free(g->kp);
     free(g->ops);
     free(g->args);
-    for (uint32_t i = 0; g->staging && i < g->n; i++)
-        if (g->staging[i])
-            REAL(cuMemFreeHost)(g->staging[i]);
-    free(g->staging);
+    free(g->d2h_dst);
     free(g);
 }
 
@@ -624,11 +631,11 @@ static graph_t *graph_build(ag_variant_t *v)
     g->kp = calloc(n, sizeof *g->kp);
     g->ops = malloc(sizeof *g->ops * n);
     g->args = malloc(E.arena_used ? E.arena_used : 1);
-    g->staging = calloc(n, sizeof *g->staging);
-    if (!g->nodes || !g->kp || !g->ops || !g->args || !g->staging)
+    g->d2h_dst = calloc(n, sizeof *g->d2h_dst);
+    if (!g->nodes || !g->kp || !g->ops || !g->args || !g->d2h_dst)
         goto fail;
     for (uint32_t i = 0; i < n; i++)
-        if (E.pending[i].kind == OP_D2H && REAL(cuMemAllocHost_v2)(&g->staging[i], E.pending[i].n) != CUDA_SUCCESS)
+        if (E.pending[i].kind == OP_D2H && !(g->d2h_dst[i] = thread_staging()))
             goto fail;
     memcpy(g->ops, E.pending, sizeof *g->ops * n);
     memcpy(g->args, E.arena, E.arena_used);
@@ -674,7 +681,7 @@ static graph_t *graph_build(ag_variant_t *v)
             continue;
         }
         if (o->kind == OP_D2H)
-            r = REAL(cuMemcpyDtoHAsync_v2)(g->staging[i], o->src, o->n, cs);
+            r = REAL(cuMemcpyDtoHAsync_v2)(g->d2h_dst[i], o->src, o->n, cs);
         else
             r = issue(o, cs);
         CUstreamCaptureStatus st;
@@ -781,20 +788,25 @@ static int graph_patch(graph_t *g)
             break;
         }
         case OP_D2H: {
-            if (now->src == was->src)
+            void *stage = thread_staging();
+            if (!stage)
+                return -1;
+            if (now->src == was->src && g->d2h_dst[i] == stage)
                 continue;
             CUDA_MEMCPY3D cp;
             memset(&cp, 0, sizeof cp);
             cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
             cp.srcDevice = now->src;
             cp.dstMemoryType = CU_MEMORYTYPE_HOST;
-            cp.dstHost = g->staging[i];
+            cp.dstHost = stage;
             cp.WidthInBytes = now->n;
             cp.Height = 1;
             cp.Depth = 1;
             r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
-            if (r == CUDA_SUCCESS)
+            if (r == CUDA_SUCCESS) {
                 was->src = now->src;
+                g->d2h_dst[i] = stage;
+            }
             break;
         }
         case OP_COPY: {
@@ -901,11 +913,8 @@ static void complete(ag_variant_t *v)
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;
-        if (E.pending[i].kind == OP_D2H && E.ncopyouts < (int)(sizeof E.copyouts / sizeof *E.copyouts)) {
-            E.copyouts[E.ncopyouts].dst = E.pending[i].hdst;
-            E.copyouts[E.ncopyouts].staging = g->staging[i];
-            E.copyouts[E.ncopyouts++].n = E.pending[i].n;
-        }
+        if (E.pending[i].kind == OP_D2H)
+            E.copyout = g->d2h_dst[i];
     }
     E.npending = 0;
     E.arena_used = 0;
@@ -1416,6 +1425,12 @@ static CUresult eager_d2h(const void *p)
     return ((ag_fn_cuMemcpyDtoHAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
 }
 
+static CUresult no_eager(const void *p)
+{
+    (void)p;
+    return CUDA_SUCCESS;
+}
+
 /* A device-to-host copy CUDA makes blocking (the synchronous form, or the asynchronous form into
  * pageable memory) may be the last node of a graph: the graph copies into a staging buffer of ours,
  * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
@@ -1432,12 +1447,10 @@ static CUresult d2h_common(const dcall_t *c, int async)
              drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)c->dst) !=
                  CUDA_SUCCESS;
     }
-    CUresult r;
     if (!ok) {
         barrier(0xba77ULL + (uint64_t)c->id, FB_BARRIER);
-        r = eager_d2h(c);
         leave();
-        return r;
+        return eager_d2h(c); /* blocking: never under the lock */
     }
     op_t o;
     memset(&o, 0, offsetof(op_t, attrs));
@@ -1447,21 +1460,22 @@ static CUresult d2h_common(const dcall_t *c, int async)
     o.hdst = c->dst;
     o.src = c->src;
     o.n = c->n;
-    E.ncopyouts = 0;
-    E.d2h_flushed = 0;
-    r = op_arrive(&o, NULL, NULL, eager_d2h, c, 0);
+    E.copyout = NULL;
+    /* Not held back: issued below, after the lock is left (it blocks until the GPU is done). */
+    op_arrive(&o, NULL, NULL, no_eager, c, 0);
     barrier(0xd2b0ULL, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
-    if (E.ncopyouts) {
-        r = REAL(cuStreamSynchronize)(o.stream);
-        for (int i = 0; r == CUDA_SUCCESS && i < E.ncopyouts; i++) {
-            memcpy(E.copyouts[i].dst, E.copyouts[i].staging, E.copyouts[i].n);
-            E.copies_out++;
-        }
-        E.ncopyouts = 0;
-    } else if (E.d2h_flushed) {
-        r = E.d2h_result;
-    }
+    const void *stage = E.copyout;
+    E.copyout = NULL;
+    if (stage)
+        E.copies_out++;
     leave();
+    if (!stage)
+        return eager_d2h(c);
+    /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes are
+     * in the destination, and so do we. */
+    CUresult r = REAL(cuStreamSynchronize)(o.stream);
+    if (r == CUDA_SUCCESS)
+        memcpy(c->dst, stage, c->n);
     return r;
 }
 
