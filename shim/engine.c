@@ -1245,7 +1245,8 @@ static CUresult kernel_common(kcall_t *c)
     CUresult r;
     if (!ok) {
         barrier(0xdefe4ULL, FB_UNDEFERRABLE);
-        r = eager_kernel(c);
+        leave(); /* held work is issued; this one needs no lock */
+        return eager_kernel(c);
     } else {
         r = op_arrive(&o, (const void *const *)c->params, c->extra, eager_kernel, c, t0);
     }
@@ -1318,7 +1319,8 @@ static CUresult mem_common(const mcall_t *c, unsigned elem)
     CUresult r;
     if (per_thread(c->id, c->stream)) {
         barrier(0xdefe4ULL, FB_UNDEFERRABLE);
-        r = eager(c);
+        leave();
+        return eager(c);
     } else {
         r = op_arrive(&o, NULL, NULL, eager, c, 0);
     }
@@ -1383,7 +1385,8 @@ static CUresult event_common(const ecall_t *c, op_kind_t kind)
     /* External records and waits with flags are for other processes or graphs: not ours to hold. */
     if (per_thread(c->id, c->stream) || c->flags != 0 || !c->ev) {
         barrier(0xdefe4ULL, FB_UNDEFERRABLE);
-        r = eager_event(c);
+        leave();
+        return eager_event(c);
     } else {
         r = op_arrive(&o, NULL, NULL, eager_event, c, 0);
     }
@@ -1511,7 +1514,8 @@ CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_
     CUresult r;
     if (per_thread(id, s) || n == 0 || n > STAGE_SIZE || (!pinned && !pageable)) {
         barrier(0xba77ULL + (uint64_t)id, FB_UNDEFERRABLE);
-        r = eager_h2d(&c);
+        leave(); /* a pageable copy may block: never under the lock */
+        return eager_h2d(&c);
     } else {
         op_t o;
         memset(&o, 0, offsetof(op_t, attrs));
