@@ -733,6 +733,25 @@ fail:
     return NULL;
 }
 
+/* New addresses for a 1D copy node: a host side is given by its pointer (non-NULL), a device side by
+ * its address. */
+static CUresult set_copy_node(graph_t *g, uint32_t i, CUdeviceptr sdev, const void *shost, CUdeviceptr ddev,
+                              void *dhost, size_t n)
+{
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = shost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = sdev;
+    cp.srcHost = shost;
+    cp.dstMemoryType = dhost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    cp.dstDevice = ddev;
+    cp.dstHost = dhost;
+    cp.WidthInBytes = n;
+    cp.Height = 1;
+    cp.Depth = 1;
+    return drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+}
+
 /* Writes into the exec what changed since its last launch: kernel arguments, memset targets and values,
  * copy addresses. Returns 0, or -1 when the driver refused a patch. */
 static int graph_patch(graph_t *g)
@@ -771,16 +790,7 @@ static int graph_patch(graph_t *g)
         case OP_H2D: {
             if (now->dst == was->dst && now->hsrc == was->hsrc)
                 continue;
-            CUDA_MEMCPY3D cp;
-            memset(&cp, 0, sizeof cp);
-            cp.srcMemoryType = CU_MEMORYTYPE_HOST;
-            cp.srcHost = now->hsrc;
-            cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-            cp.dstDevice = now->dst;
-            cp.WidthInBytes = now->n;
-            cp.Height = 1;
-            cp.Depth = 1;
-            r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+            r = set_copy_node(g, i, 0, now->hsrc, now->dst, NULL, now->n);
             if (r == CUDA_SUCCESS) {
                 was->dst = now->dst;
                 was->hsrc = now->hsrc;
@@ -793,16 +803,7 @@ static int graph_patch(graph_t *g)
                 return -1;
             if (now->src == was->src && g->d2h_dst[i] == stage)
                 continue;
-            CUDA_MEMCPY3D cp;
-            memset(&cp, 0, sizeof cp);
-            cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-            cp.srcDevice = now->src;
-            cp.dstMemoryType = CU_MEMORYTYPE_HOST;
-            cp.dstHost = stage;
-            cp.WidthInBytes = now->n;
-            cp.Height = 1;
-            cp.Depth = 1;
-            r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+            r = set_copy_node(g, i, now->src, NULL, 0, stage, now->n);
             if (r == CUDA_SUCCESS) {
                 was->src = now->src;
                 g->d2h_dst[i] = stage;
@@ -812,16 +813,7 @@ static int graph_patch(graph_t *g)
         case OP_COPY: {
             if (now->dst == was->dst && now->src == was->src)
                 continue;
-            CUDA_MEMCPY3D cp;
-            memset(&cp, 0, sizeof cp);
-            cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-            cp.srcDevice = now->src;
-            cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-            cp.dstDevice = now->dst;
-            cp.WidthInBytes = now->n;
-            cp.Height = 1;
-            cp.Depth = 1;
-            r = drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, E.ctx);
+            r = set_copy_node(g, i, now->src, NULL, now->dst, NULL, now->n);
             if (r == CUDA_SUCCESS) {
                 was->dst = now->dst;
                 was->src = now->src;
