@@ -1,7 +1,7 @@
-/* The replay engine: records deferrable operations (kernel launches, memsets, device-to-device copies),
- * follows the learned pattern (pattern.h), defers the operations of a chunk that matches a learned
- * variant, and at the chunk's end launches the variant's CUDA graph with the changed arguments patched
- * in; anything unexpected issues the deferred operations eagerly, in order.
+/* The replay engine: records deferrable operations (record.h: launches, memsets, copies, event records
+ * and waits), follows the learned pattern (pattern.h), defers the operations of a chunk that matches a
+ * learned variant, and at the chunk's end launches the variant's CUDA graph (graph.h) with the changed
+ * arguments patched in; anything unexpected issues the deferred operations eagerly, in order.
  * Locking: one engine per process (bound to the first context that launches), one mutex; the
  * critical section holds the signature match and the copy of the operation's arguments. Declarations
  * for the other files are in internal.h (group engine.c). */

@@ -1,0 +1,497 @@
+/* CUDA graphs of chunks: captured once by re-issuing the chunk's operations on private non-blocking
+ * streams (several application streams fork and join through private events), patched where arguments
+ * changed, launched ordered with the application's streams; a bounded least-recently-used cache; and the
+ * pinned staging buffers that host copies in graphs read from or write to. Locking: under the engine lock
+ * (engine.c); nothing here waits for the GPU. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+
+/* Pageable host-to-device sources are snapshotted into pinned staging buffers, used in turn; a buffer is
+ * reused only after the work that reads it has run (events recorded after each issue, per stream). */
+#define STAGE_BUFS 4
+#define STAGE_SIZE G.stg.size /* AUTOGRAPH_STAGING_KB */
+#define STAGE_STREAMS 4
+
+/* A variant's graph: the executable, its nodes in operation order, and what each node holds now. */
+struct ag_graph {
+    CUgraph graph;
+    CUgraphExec exec;
+    uint32_t n;
+    CUgraphNode *nodes;
+    CUDA_KERNEL_NODE_PARAMS *kp;
+    ag_op_t *ops;            /* what each node holds now (kernel arguments in args) */
+    unsigned char *args;  /* kernel argument bytes baked into the exec */
+    void **d2h_dst;       /* the staging buffer each device-to-host node writes to now */
+    uint64_t last_launch; /* for least-recently-used eviction */
+    ag_variant_t *owner;
+};
+
+static struct {
+    CUcontext ctx;
+    CUstream cap_stream;
+    CUstream cap_streams[AG_MAX_STREAMS]; /* [0] is cap_stream; the others join a capture through events */
+    CUevent fork_ev, post_ev, join_ev[AG_MAX_STREAMS], pre_ev[AG_MAX_STREAMS], shadow_ev[AG_MAX_RECORDS];
+    struct {
+        unsigned char *buf[STAGE_BUFS];
+        int cur;
+        size_t off;
+        CUstream fence_stream[STAGE_BUFS][STAGE_STREAMS];
+        CUevent fence_ev[STAGE_BUFS][STAGE_STREAMS];
+        int nfence[STAGE_BUFS];
+        unsigned pending_mask; /* buffers the pending operations read */
+        unsigned retired;      /* buffers that could not be fenced: replaced, never rewritten */
+        size_t size;
+    } stg;
+    ag_graph_t **graphs;
+    uint32_t ngraphs, max_graphs;
+    uint64_t clock;
+    uint64_t graphs_built, nodes_patched, graphs_evicted;
+} G;
+
+/* The distinct application streams of the chunk's operations, in order of first use; sidx[i] is the
+ * index of operation i's stream. Returns their number, or -1 past AG_MAX_STREAMS. */
+static int chunk_streams(const ag_chunk_t *c, CUstream *streams, uint8_t *sidx)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        int k = 0;
+        while (k < n && streams[k] != c->ops[i].stream)
+            k++;
+        if (k == n) {
+            if (n == AG_MAX_STREAMS)
+                return -1;
+            streams[n++] = c->ops[i].stream;
+        }
+        if (sidx)
+            sidx[i] = (uint8_t)k;
+    }
+    return n;
+}
+
+static int make_event(CUevent *ev)
+{
+    return *ev || ag_drv.cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Private streams and events for a capture over `n` streams. */
+static int capture_resources(int n)
+{
+    for (int k = 1; k < n; k++)
+        if (!G.cap_streams[k] && ag_drv.cuStreamCreate(&G.cap_streams[k], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return -1;
+    if (n > 1 && make_event(&G.fork_ev))
+        return -1;
+    for (int k = 1; k < n; k++)
+        if (make_event(&G.join_ev[k]) || make_event(&G.pre_ev[k]))
+            return -1;
+    for (int i = 0; i < AG_MAX_RECORDS; i++)
+        if (make_event(&G.shadow_ev[i]))
+            return -1;
+    return make_event(&G.post_ev);
+}
+
+/* The calling thread's pinned buffer for a blocking device-to-host copy that ends a graph: the thread
+ * waits for that copy itself, outside the engine lock, so the buffer is never shared. Kept for the
+ * thread's lifetime. */
+static AG_TLS void *tls_stage;
+
+void *ag_thread_staging(void)
+{
+    if (!tls_stage && REAL(cuMemAllocHost_v2)(&tls_stage, AG_D2H_STAGING_MAX) != CUDA_SUCCESS)
+        tls_stage = NULL;
+    return tls_stage;
+}
+
+/* Records that staging buffer b is read by work issued on stream s up to now. Nothing here waits: the
+ * engine lock is held (another thread the GPU work depends on may need it). A buffer that cannot be
+ * fenced is retired: never written again. */
+static void stage_fence(int b, CUstream s)
+{
+    int k = 0;
+    while (k < G.stg.nfence[b] && G.stg.fence_stream[b][k] != s)
+        k++;
+    if (k == STAGE_STREAMS || (k == G.stg.nfence[b] && make_event(&G.stg.fence_ev[b][k]) != 0)) {
+        G.stg.retired |= 1u << b;
+        return;
+    }
+    if (k == G.stg.nfence[b])
+        G.stg.nfence[b]++;
+    G.stg.fence_stream[b][k] = s;
+    REAL(cuEventRecord)(G.stg.fence_ev[b][k], s);
+}
+
+/* Fences the staging buffers the pending operations read, once they are issued (on `s`, or on each
+ * operation's own stream when s is NULL). */
+void ag_stage_issued(const ag_chunk_t *c, CUstream s)
+{
+    for (uint32_t i = 0; i < c->n && G.stg.pending_mask; i++)
+        if (c->ops[i].kind == OP_H2D && c->ops[i].stage >= 0)
+            stage_fence(c->ops[i].stage, s ? s : c->ops[i].stream);
+    G.stg.pending_mask = 0;
+}
+
+/* A pinned copy of n bytes of a pageable source, valid until the work that reads it has run. */
+void *ag_stage_copy(const void *src, size_t n, int8_t *which)
+{
+    size_t need = (n + 255) & ~(size_t)255;
+    if (need > STAGE_SIZE)
+        return NULL;
+    if (G.stg.off + need > STAGE_SIZE || !G.stg.buf[G.stg.cur]) {
+        int next = G.stg.buf[G.stg.cur] ? (G.stg.cur + 1) % STAGE_BUFS : G.stg.cur;
+        if (G.stg.pending_mask & (1u << next))
+            return NULL; /* the held work still reads it */
+        if (G.stg.retired & (1u << next)) {
+            AG_LOG_CAPPED(AG_LOG_DEBUG, "a staging buffer could not be fenced; it is replaced (and kept)");
+            G.stg.buf[next] = NULL; /* leaked on purpose: work issued earlier may still read it */
+            G.stg.retired &= ~(1u << next);
+        } else {
+            /* Copies issued earlier still read it unless their fences passed; no waiting here. */
+            for (int k = 0; k < G.stg.nfence[next]; k++)
+                if (REAL(cuEventQuery)(G.stg.fence_ev[next][k]) != CUDA_SUCCESS)
+                    return NULL;
+        }
+        G.stg.nfence[next] = 0;
+        if (!G.stg.buf[next] && REAL(cuMemAllocHost_v2)((void **)&G.stg.buf[next], STAGE_SIZE) != CUDA_SUCCESS) {
+            G.stg.buf[next] = NULL;
+            return NULL;
+        }
+        G.stg.cur = next;
+        G.stg.off = 0;
+    }
+    unsigned char *p = G.stg.buf[G.stg.cur] + G.stg.off;
+    G.stg.off += need;
+    memcpy(p, src, n);
+    *which = (int8_t)G.stg.cur;
+    G.stg.pending_mask |= 1u << G.stg.cur;
+    return p;
+}
+
+/* ---- graphs ---- */
+
+static void graph_free(ag_graph_t *g)
+{
+    if (!g)
+        return;
+    if (g->exec)
+        ag_drv.cuGraphExecDestroy(g->exec);
+    if (g->graph)
+        ag_drv.cuGraphDestroy(g->graph);
+    free(g->nodes);
+    free(g->kp);
+    free(g->ops);
+    free(g->args);
+    free(g->d2h_dst);
+    free(g);
+}
+
+static void graph_forget(ag_graph_t *g)
+{
+    for (uint32_t i = 0; i < G.ngraphs; i++)
+        if (G.graphs[i] == g) {
+            G.graphs[i] = G.graphs[--G.ngraphs];
+            break;
+        }
+}
+
+void ag_graph_release(ag_variant_t *v, void *ctx)
+{
+    (void)ctx;
+    ag_graph_t *g = v->graph;
+    graph_forget(g);
+    graph_free(g);
+    v->graph = NULL;
+}
+
+static void evict_lru_graph(void)
+{
+    uint32_t oldest = 0;
+    for (uint32_t i = 1; i < G.ngraphs; i++)
+        if (G.graphs[i]->last_launch < G.graphs[oldest]->last_launch)
+            oldest = i;
+    ag_graph_t *g = G.graphs[oldest];
+    g->owner->graph = NULL;
+    graph_forget(g);
+    graph_free(g);
+    G.graphs_evicted++;
+}
+
+/* Captures the pending operations into a graph on the private stream. */
+ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
+{
+    ag_graph_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    uint32_t n = c->n;
+    g->n = n;
+    g->owner = v;
+    g->nodes = calloc(n, sizeof *g->nodes);
+    g->kp = calloc(n, sizeof *g->kp);
+    g->ops = malloc(sizeof *g->ops * n);
+    g->args = malloc(c->arena_used ? c->arena_used : 1);
+    g->d2h_dst = calloc(n, sizeof *g->d2h_dst);
+    if (!g->nodes || !g->kp || !g->ops || !g->args || !g->d2h_dst)
+        goto fail;
+    for (uint32_t i = 0; i < n; i++)
+        if (c->ops[i].kind == OP_D2H && !(g->d2h_dst[i] = ag_thread_staging()))
+            goto fail;
+    memcpy(g->ops, c->ops, sizeof *g->ops * n);
+    memcpy(g->args, c->arena, c->arena_used);
+
+    CUstream streams[AG_MAX_STREAMS];
+    uint8_t *sidx = malloc(n ? n : 1);
+    int ns = sidx ? chunk_streams(c, streams, sidx) : -1;
+    if (ns < 1 || capture_resources(ns) != 0) {
+        free(sidx);
+        goto fail;
+    }
+    G.cap_streams[0] = G.cap_stream;
+
+    /* Each application stream gets a capture stream; the others fork from the first at the start and
+     * join it at the end. Event records become private events inside the capture, so a wait on a
+     * record of this chunk is an edge of the graph. */
+    ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
+    CUresult r = REAL(cuStreamBeginCapture_v2)(G.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+    int began = r == CUDA_SUCCESS, ok = began;
+    if (ok && ns > 1) {
+        r = REAL(cuEventRecord)(G.fork_ev, G.cap_stream);
+        for (int k = 1; r == CUDA_SUCCESS && k < ns; k++)
+            r = REAL(cuStreamWaitEvent)(G.cap_streams[k], G.fork_ev, 0);
+        ok = r == CUDA_SUCCESS;
+    }
+    int records = 0;
+    int32_t *rec_no = calloc(n ? n : 1, sizeof *rec_no); /* record number of each record operation */
+    ok = ok && rec_no;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const ag_op_t *o = &c->ops[i];
+        CUstream cs = G.cap_streams[sidx[i]];
+        if (o->kind == OP_EVREC) {
+            rec_no[i] = records;
+            r = REAL(cuEventRecord)(G.shadow_ev[records++], cs);
+            ok = r == CUDA_SUCCESS;
+            continue;
+        }
+        if (o->kind == OP_EVWAIT) {
+            /* A wait for a record made before the chunk is done before the graph's launch. */
+            if (o->rec_idx >= 0)
+                r = REAL(cuStreamWaitEvent)(cs, G.shadow_ev[rec_no[o->rec_idx]], 0);
+            ok = r == CUDA_SUCCESS;
+            continue;
+        }
+        if (o->kind == OP_D2H)
+            r = REAL(cuMemcpyDtoHAsync_v2)(g->d2h_dst[i], o->src, o->n, cs);
+        else
+            r = ag_issue(o, cs, c->arena);
+        CUstreamCaptureStatus st;
+        const CUgraphNode *deps = NULL;
+        size_t ndeps = 0;
+        if (r == CUDA_SUCCESS)
+            r = REAL(cuStreamGetCaptureInfo_v3)(cs, &st, NULL, NULL, &deps, NULL, &ndeps);
+        ok = r == CUDA_SUCCESS && ndeps == 1;
+        if (ok)
+            g->nodes[i] = deps[0];
+    }
+    for (int k = 1; ok && k < ns; k++) {
+        r = REAL(cuEventRecord)(G.join_ev[k], G.cap_streams[k]);
+        if (r == CUDA_SUCCESS)
+            r = REAL(cuStreamWaitEvent)(G.cap_stream, G.join_ev[k], 0);
+        ok = r == CUDA_SUCCESS;
+    }
+    free(rec_no);
+    free(sidx);
+    if (began) {
+        CUgraph graph = NULL;
+        CUresult re = REAL(cuStreamEndCapture)(G.cap_stream, &graph);
+        g->graph = graph;
+        if (re != CUDA_SUCCESS) {
+            ok = 0;
+            r = re;
+        }
+    }
+    ag_guard--;
+    if (!ok || !g->graph) {
+        ag_log(AG_LOG_DEBUG, "capturing a chunk of %u operations failed (CUDA error %d)", n, (int)r);
+        goto fail;
+    }
+    r = ag_drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+    if (r != CUDA_SUCCESS) {
+        ag_log(AG_LOG_DEBUG, "instantiating a graph of %u operations failed (CUDA error %d)", n, (int)r);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (g->ops[i].kind == OP_KERNEL && ag_drv.cuGraphKernelNodeGetParams_v2(g->nodes[i], &g->kp[i]) != CUDA_SUCCESS)
+            goto fail;
+    if (G.ngraphs >= G.max_graphs)
+        evict_lru_graph();
+    G.graphs[G.ngraphs++] = g;
+    G.graphs_built++;
+    return g;
+fail:
+    graph_free(g);
+    return NULL;
+}
+
+/* New addresses for a 1D copy node: a host side is given by its pointer (non-NULL), a device side by
+ * its address. */
+static CUresult set_copy_node(ag_graph_t *g, uint32_t i, CUdeviceptr sdev, const void *shost, CUdeviceptr ddev,
+                              void *dhost, size_t n)
+{
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = shost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = sdev;
+    cp.srcHost = shost;
+    cp.dstMemoryType = dhost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    cp.dstDevice = ddev;
+    cp.dstHost = dhost;
+    cp.WidthInBytes = n;
+    cp.Height = 1;
+    cp.Depth = 1;
+    return ag_drv.cuGraphExecMemcpyNodeSetParams(g->exec, g->nodes[i], &cp, G.ctx);
+}
+
+/* Writes into the exec what changed since its last launch: kernel arguments, memset targets and values,
+ * copy addresses. Returns 0, or -1 when the driver refused a patch. */
+int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
+{
+    for (uint32_t i = 0; i < g->n; i++) {
+        ag_op_t *now = &c->ops[i], *was = &g->ops[i];
+        CUresult r = CUDA_SUCCESS;
+        switch (now->kind) {
+        case OP_KERNEL: {
+            uint32_t total = now->layout->total;
+            unsigned char *a = c->arena + now->arg_off, *b = g->args + was->arg_off;
+            if (!total || memcmp(a, b, total) == 0)
+                continue;
+            CUDA_KERNEL_NODE_PARAMS kp = g->kp[i];
+            kp.kernelParams = ag_param_ptrs(now->layout, a);
+            kp.extra = NULL;
+            r = ag_drv.cuGraphExecKernelNodeSetParams_v2(g->exec, g->nodes[i], &kp);
+            if (r == CUDA_SUCCESS)
+                memcpy(b, a, total);
+            break;
+        }
+        case OP_MEMSET: {
+            if (now->dst == was->dst && now->value == was->value)
+                continue;
+            CUDA_MEMSET_NODE_PARAMS mp = {now->dst, 0, now->value, now->elem, now->n, 1};
+            r = ag_drv.cuGraphExecMemsetNodeSetParams(g->exec, g->nodes[i], &mp, G.ctx);
+            if (r == CUDA_SUCCESS) {
+                was->dst = now->dst;
+                was->value = now->value;
+            }
+            break;
+        }
+        case OP_EVREC:
+        case OP_EVWAIT:
+            continue; /* not nodes: the events are handled around the launch */
+        case OP_H2D: {
+            if (now->dst == was->dst && now->hsrc == was->hsrc)
+                continue;
+            r = set_copy_node(g, i, 0, now->hsrc, now->dst, NULL, now->n);
+            if (r == CUDA_SUCCESS) {
+                was->dst = now->dst;
+                was->hsrc = now->hsrc;
+            }
+            break;
+        }
+        case OP_D2H: {
+            void *stage = ag_thread_staging();
+            if (!stage)
+                return -1;
+            if (now->src == was->src && g->d2h_dst[i] == stage)
+                continue;
+            r = set_copy_node(g, i, now->src, NULL, 0, stage, now->n);
+            if (r == CUDA_SUCCESS) {
+                was->src = now->src;
+                g->d2h_dst[i] = stage;
+            }
+            break;
+        }
+        case OP_COPY: {
+            if (now->dst == was->dst && now->src == was->src)
+                continue;
+            r = set_copy_node(g, i, now->src, NULL, now->dst, NULL, now->n);
+            if (r == CUDA_SUCCESS) {
+                was->dst = now->dst;
+                was->src = now->src;
+            }
+            break;
+        }
+        }
+        if (r != CUDA_SUCCESS) {
+            AG_LOG_CAPPED(AG_LOG_DEBUG, "patching node %u failed (CUDA error %d)", i, (int)r);
+            return -1;
+        }
+        G.nodes_patched++;
+    }
+    return 0;
+}
+
+/* Launches the graph on the chunk's first stream, ordered with the chunk's other streams: the graph
+ * waits for their earlier work and for the records made before the chunk that it waits on, they wait
+ * for the graph, and the application's events are recorded after it. Later than CUDA would complete
+ * them, never earlier. */
+CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
+{
+    CUstream streams[AG_MAX_STREAMS];
+    int ns = chunk_streams(c, streams, NULL);
+    if (ns < 1)
+        return CUDA_ERROR_INVALID_VALUE; /* cannot be: the graph was built from these operations */
+    CUstream s0 = streams[0];
+    CUresult r = CUDA_SUCCESS;
+    for (int k = 1; r == CUDA_SUCCESS && k < ns; k++) {
+        r = REAL(cuEventRecord)(G.pre_ev[k], streams[k]);
+        if (r == CUDA_SUCCESS)
+            r = REAL(cuStreamWaitEvent)(s0, G.pre_ev[k], 0);
+    }
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < c->n; i++)
+        if (c->ops[i].kind == OP_EVWAIT && c->ops[i].rec_idx < 0)
+            r = ag_issue_event(&c->ops[i], s0, c->ops[i].event);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuGraphLaunch)(g->exec, s0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* From here on the graph's work is issued: what follows cannot be undone by an eager re-issue, so
+     * a failure is only logged (the next sync reports a sticky error if there is one). */
+    CUresult rr = CUDA_SUCCESS;
+    if (ns > 1) {
+        rr = REAL(cuEventRecord)(G.post_ev, s0);
+        for (int k = 1; rr == CUDA_SUCCESS && k < ns; k++)
+            rr = REAL(cuStreamWaitEvent)(streams[k], G.post_ev, 0);
+    }
+    for (uint32_t i = 0; rr == CUDA_SUCCESS && i < c->n; i++)
+        if (c->ops[i].kind == OP_EVREC)
+            rr = ag_issue(&c->ops[i], c->ops[i].stream, c->arena);
+    if (rr != CUDA_SUCCESS)
+        AG_LOG_CAPPED(AG_LOG_WARN, "ordering a graph with its streams failed (CUDA error %d)", (int)rr);
+    g->last_launch = ++G.clock;
+    return CUDA_SUCCESS;
+}
+
+
+CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
+{
+    G.ctx = ctx;
+    G.max_graphs = max_graphs;
+    G.stg.size = staging_size;
+    G.graphs = calloc(max_graphs, sizeof *G.graphs);
+    if (!G.graphs)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return ag_drv.cuStreamCreate(&G.cap_stream, CU_STREAM_NON_BLOCKING);
+}
+
+const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i)
+{
+    return g->d2h_dst[i];
+}
+
+void ag_graph_stats(ag_graph_stats_t *out)
+{
+    out->built = G.graphs_built;
+    out->evicted = G.graphs_evicted;
+    out->patched = G.nodes_patched;
+    out->live = G.ngraphs;
+}

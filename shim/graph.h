@@ -1,0 +1,48 @@
+/* CUDA graphs of chunks: build (capture on private streams), patch, launch ordered with the
+ * application's streams, a bounded least-recently-used cache, and the pinned staging buffers of host
+ * copies inside graphs. Locking: every call under the engine lock; nothing here waits for the GPU. */
+#ifndef AG_GRAPH_H
+#define AG_GRAPH_H
+
+#include "pattern.h"
+#include "record.h"
+
+/* Streams in one graph, and event records in one chunk; more ends the chunk (engine.c). */
+#define AG_MAX_STREAMS 8
+#define AG_MAX_RECORDS 16
+/* A blocking device-to-host copy up to this size can end a graph (through a staging buffer). */
+#define AG_D2H_STAGING_MAX (1u << 20)
+
+typedef struct ag_graph ag_graph_t;
+
+/* Once, for the engine's context: the capture stream and the cache. Returns CUDA's result. */
+CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size);
+/* Captures the chunk's operations into a graph owned by v (and cached); NULL when CUDA refuses. */
+ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v);
+/* Writes into the exec what changed since its last launch; 0, or -1 when the driver refused a patch
+ * (the exec cannot be trusted then: release it). */
+int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c);
+/* Launches the graph for the chunk, ordered with the chunk's streams and events. CUDA's result: a
+ * failure means nothing of the chunk was issued. */
+CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c);
+/* Destroys v's graph (the learner's release callback too). */
+void ag_graph_release(ag_variant_t *v, void *ctx);
+/* The staging buffer the device-to-host node i of g writes to. */
+const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i);
+
+/* A pinned copy of a pageable source, valid until the work that reads it has run; NULL when no
+ * staging buffer is free now (the copy is then not held back). *which names the buffer. */
+void *ag_stage_copy(const void *src, size_t n, int8_t *which);
+/* The chunk's operations were issued (the graph on `s`, or each on its own stream when s is NULL):
+ * fences the staging buffers they read. */
+void ag_stage_issued(const ag_chunk_t *c, CUstream s);
+/* The calling thread's staging buffer for a blocking device-to-host copy (AG_D2H_STAGING_MAX bytes). */
+void *ag_thread_staging(void);
+
+typedef struct {
+    uint64_t built, evicted, patched;
+    uint32_t live;
+} ag_graph_stats_t;
+void ag_graph_stats(ag_graph_stats_t *out);
+
+#endif
