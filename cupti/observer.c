@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
+#include <link.h>
+#include <string.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -49,6 +51,37 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     atomic_fetch_add_explicit(&launches, 1, memory_order_relaxed);
 }
 
+/* dl_iterate_phdr callback: for a loaded object under site-packages/nvidia/ or site-packages/torch/lib/,
+ * tries the libcupti of the NVIDIA wheels beside it. Stops at the first that opens. */
+static int find_wheel_cupti(struct dl_phdr_info *info, size_t size, void *out)
+{
+    static const char *const markers[] = {"site-packages/nvidia/", "site-packages/torch/lib/",
+                                          "dist-packages/nvidia/", "dist-packages/torch/lib/"};
+    static const char *const tails[] = {"nvidia/cu13/lib/libcupti.so.13", "nvidia/cuda_cupti/lib/libcupti.so.13",
+                                        "nvidia/cuda_cupti/lib/libcupti.so.12"};
+    (void)size;
+    const char *path = info->dlpi_name;
+    for (size_t m = 0; path && m < sizeof markers / sizeof *markers; m++) {
+        const char *at = strstr(path, markers[m]);
+        if (!at)
+            continue;
+        /* keep ".../site-packages/" */
+        size_t base = (size_t)(at - path) + (size_t)(strchr(markers[m], '/') - markers[m]) + 1;
+        for (size_t t = 0; t < sizeof tails / sizeof *tails; t++) {
+            char cand[sizeof library];
+            if (snprintf(cand, sizeof cand, "%.*s%s", (int)base, path, tails[t]) >= (int)sizeof cand)
+                continue;
+            void *h = dlopen(cand, RTLD_NOW | RTLD_LOCAL);
+            if (h) {
+                snprintf(library, sizeof library, "%s", cand);
+                *(void **)out = h;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static void *open_cupti(void)
 {
     const char *lib = ag_opt(AG_OPT_CUPTI_LIB)->text;
@@ -60,10 +93,21 @@ static void *open_cupti(void)
         snprintf(library, sizeof library, "%s", lib);
         return h;
     }
-    for (size_t i = 0; i < sizeof search_paths / sizeof *search_paths; i++) {
+    /* A copy the process already has, then the one beside the CUDA libraries of a PyTorch
+     * installation's wheels (same CUDA release as what the program runs), then the toolkit's. */
+    for (size_t i = 0; i < 2; i++) {
         h = dlopen(search_paths[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-        if (!h)
-            h = dlopen(search_paths[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            snprintf(library, sizeof library, "%s", search_paths[i]);
+            return h;
+        }
+    }
+    h = NULL;
+    dl_iterate_phdr(find_wheel_cupti, &h);
+    if (h)
+        return h;
+    for (size_t i = 0; i < sizeof search_paths / sizeof *search_paths; i++) {
+        h = dlopen(search_paths[i], RTLD_NOW | RTLD_LOCAL);
         if (h) {
             snprintf(library, sizeof library, "%s", search_paths[i]);
             return h;
