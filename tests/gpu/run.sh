@@ -56,6 +56,8 @@ PY
 )
 fi
 
+"$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
+demo_rc=$?
 "$BUILD/bin/autograph" bench --reps "${BENCH_REPS:-5}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
 bench_rc=$?
 
@@ -65,5 +67,7 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) (
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "autograph demo (rc $demo_rc):"
+cat "$OUT/demo.txt"
 echo "autograph bench (rc $bench_rc):"
 cat "$OUT/bench.txt"
