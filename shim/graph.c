@@ -354,10 +354,39 @@ static CUresult set_copy_node(ag_graph_t *g, uint32_t i, CUdeviceptr sdev, const
 
 /* Writes into the exec what changed since its last launch: kernel arguments, memset targets and values,
  * copy addresses. Returns 0, or -1 when the driver refused a patch. */
+/* The signature fields of two records agree (what the graph fixed and patching cannot change). The
+ * learner matches 64-bit signatures; this check makes a hash collision a fallback, not a wrong launch. */
+static int same_shape(const ag_op_t *a, const ag_op_t *b)
+{
+    if (a->kind != b->kind || a->stream != b->stream || a->id != b->id)
+        return 0;
+    switch (a->kind) {
+    case OP_KERNEL:
+        return a->f == b->f && a->layout == b->layout && a->smem == b->smem && a->ex == b->ex &&
+               a->nattrs == b->nattrs && memcmp(a->grid, b->grid, sizeof a->grid) == 0 &&
+               memcmp(a->block, b->block, sizeof a->block) == 0 &&
+               memcmp(a->attrs, b->attrs, sizeof *a->attrs * a->nattrs) == 0;
+    case OP_MEMSET:
+        return a->n == b->n && a->elem == b->elem;
+    case OP_EVREC:
+        return 1;
+    case OP_EVWAIT:
+        return a->rec_idx == b->rec_idx && a->flags == b->flags;
+    case OP_H2D:
+        return a->n == b->n && (a->stage >= 0) == (b->stage >= 0);
+    default: /* OP_COPY, OP_D2H */
+        return a->n == b->n;
+    }
+}
+
 int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
 {
+    if (c->n != g->n)
+        return -1;
     for (uint32_t i = 0; i < g->n; i++) {
         ag_op_t *now = &c->ops[i], *was = &g->ops[i];
+        if (!same_shape(now, was))
+            return -1;
         CUresult r = CUDA_SUCCESS;
         switch (now->kind) {
         case OP_KERNEL: {
