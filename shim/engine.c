@@ -536,7 +536,7 @@ static CUresult mem_common(const mcall_t *c, unsigned elem)
         return eager(c);
     }
     ag_op_t o;
-    memset(&o, 0, sizeof o);
+    memset(&o, 0, offsetof(ag_op_t, attrs)); /* no attributes: the rest stays unread */
     o.kind = elem ? OP_MEMSET : OP_COPY;
     o.id = c->id;
     o.stream = norm_stream(c->stream);
