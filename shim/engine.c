@@ -60,7 +60,11 @@ static struct {
     /* statistics (under the lock) */
     uint64_t deferred, replayed, graph_launches, copies_out;
     uint64_t fallbacks[FB_COUNT];
-    uint64_t match_ns, match_timed, eager_ns, eager_timed, eager_count, replay_host_ns;
+    uint64_t match_ns, match_timed, replay_host_ns;
+    atomic_ullong eager_ns, eager_timed; /* measured outside the lock */
+    /* signatures of operations that failed when issued: never held back */
+    uint64_t tainted[16];
+    int ntainted;
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 atomic_int ag_engine_on;
@@ -257,8 +261,15 @@ static int init_engine(CUcontext ctx)
 
 /* Common entry for a deferrable operation, under the lock. `eager` issues it as the application asked.
  * Returns what the application gets back. */
-static CUresult op_arrive(ag_op_t *o, const void *const *kparams, void **extra, CUresult (*eager)(const void *),
-                          const void *call, uint64_t t0)
+static int tainted(uint64_t sig)
+{
+    for (int i = 0; i < E.ntainted; i++)
+        if (E.tainted[i] == sig)
+            return 1;
+    return 0;
+}
+
+static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out)
 {
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
      * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
@@ -277,6 +288,7 @@ static CUresult op_arrive(ag_op_t *o, const void *const *kparams, void **extra, 
     }
     uint32_t pos0 = E.learner.chunk_pos;
     uint64_t sig = ag_op_sig(o);
+    *sig_out = sig;
     int deferred = 0;
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
@@ -287,6 +299,8 @@ static CUresult op_arrive(ag_op_t *o, const void *const *kparams, void **extra, 
         E.nmatch = k;
         if (!k) {
             fallback(FB_MISMATCH);
+        } else if (E.ntainted && tainted(sig)) {
+            fallback(FB_UNDEFERRABLE); /* failed when issued once: CUDA must report it again, at the call */
         } else {
             ag_op_t *slot = pending_slot();
             int ok = slot != NULL;
@@ -340,20 +354,9 @@ static CUresult op_arrive(ag_op_t *o, const void *const *kparams, void **extra, 
             }
         }
     }
-    CUresult r = CUDA_SUCCESS;
-    if (!deferred) {
-        int timed = (E.eager_count++ & 15) == 0 && o->kind == OP_KERNEL;
-        uint64_t te = timed ? now_ns() : 0;
-        r = eager(call);
-        if (timed) {
-            E.eager_ns += now_ns() - te;
-            E.eager_timed++;
-        }
-        if (r != CUDA_SUCCESS) {
-            /* A failed launch did nothing: it is no part of the pattern. */
-            return r;
-        }
-    }
+    /* An operation not held back is learned now and issued by the caller after it leaves the lock
+     * (nothing is pending then, so the order within the thread is kept): a launch can block when the
+     * queue is full, and the GPU may be waiting for a thread that needs this lock. */
     if (o->kind == OP_EVREC) {
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs++].pos = pos0;
@@ -372,6 +375,26 @@ static CUresult op_arrive(ag_op_t *o, const void *const *kparams, void **extra, 
                 flush_eager(FB_MISMATCH);
         }
         refresh_candidates();
+    }
+    return deferred;
+}
+
+/* Issues an operation that was not held back, outside the lock. One that fails is never held back
+ * later: CUDA reports such errors at the call. */
+static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel)
+{
+    static AG_TLS unsigned tick;
+    int timed = kernel && (tick++ & 15) == 0;
+    uint64_t t0 = timed ? now_ns() : 0;
+    CUresult r = fn(call);
+    if (timed) {
+        atomic_fetch_add_explicit(&E.eager_ns, now_ns() - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
+    }
+    if (r != CUDA_SUCCESS) {
+        pthread_mutex_lock(&E.lock);
+        E.tainted[E.ntainted < (int)(sizeof E.tainted / sizeof *E.tainted) ? E.ntainted++ : 0] = sig;
+        pthread_mutex_unlock(&E.lock);
     }
     return r;
 }
@@ -477,7 +500,12 @@ static CUresult kernel_common(kcall_t *c)
         leave(); /* held work is issued; this one needs no lock */
         return eager_kernel(c);
     } else {
-        r = op_arrive(&o, (const void *const *)c->params, c->extra, eager_kernel, c, t0);
+        uint64_t sig;
+        if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig)) {
+            leave();
+            return issue_now(eager_kernel, c, sig, 1);
+        }
+        r = CUDA_SUCCESS;
     }
     leave();
     return r;
@@ -551,7 +579,12 @@ static CUresult mem_common(const mcall_t *c, unsigned elem)
         leave();
         return eager(c);
     } else {
-        r = op_arrive(&o, NULL, NULL, eager, c, 0);
+        uint64_t sig;
+        if (!op_arrive(&o, NULL, NULL, 0, &sig)) {
+            leave();
+            return issue_now(eager, c, sig, 0);
+        }
+        r = CUDA_SUCCESS;
     }
     leave();
     return r;
@@ -617,7 +650,12 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
         leave();
         return eager_event(c);
     } else {
-        r = op_arrive(&o, NULL, NULL, eager_event, c, 0);
+        uint64_t sig;
+        if (!op_arrive(&o, NULL, NULL, 0, &sig)) {
+            leave();
+            return issue_now(eager_event, c, sig, 0);
+        }
+        r = CUDA_SUCCESS;
     }
     leave();
     return r;
@@ -657,12 +695,6 @@ static CUresult eager_d2h(const void *p)
     return ((ag_fn_cuMemcpyDtoHAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
 }
 
-static CUresult no_eager(const void *p)
-{
-    (void)p;
-    return CUDA_SUCCESS;
-}
-
 /* A device-to-host copy CUDA makes blocking (the synchronous form, or the asynchronous form into
  * pageable memory) may be the last node of a graph: the graph copies into a staging buffer of ours,
  * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
@@ -694,7 +726,8 @@ static CUresult d2h_common(const dcall_t *c, int async)
     o.n = c->n;
     E.copyout = NULL;
     /* Not held back: issued below, after the lock is left (it blocks until the GPU is done). */
-    op_arrive(&o, NULL, NULL, no_eager, c, 0);
+    uint64_t sig;
+    op_arrive(&o, NULL, NULL, 0, &sig);
     barrier(0xd2b0ULL, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
     const void *stage = E.copyout;
     E.copyout = NULL;
@@ -755,7 +788,12 @@ CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_
         o.hsrc = src;
         o.n = n;
         o.stage = pageable ? 0 : -1; /* the buffer is chosen when the copy is held back */
-        r = op_arrive(&o, NULL, NULL, eager_h2d, &c, 0);
+        uint64_t sig;
+        if (!op_arrive(&o, NULL, NULL, 0, &sig)) {
+            leave();
+            return issue_now(eager_h2d, &c, sig, 0);
+        }
+        r = CUDA_SUCCESS;
     }
     leave();
     return r;
@@ -838,7 +876,8 @@ void ag_engine_stats(FILE *f)
     ag_graph_stats_t gs;
     ag_graph_stats(&gs);
     double per_match = E.match_timed ? (double)E.match_ns / (double)E.match_timed : 0;
-    double per_eager = E.eager_timed ? (double)E.eager_ns / (double)E.eager_timed : 0;
+    unsigned long long eager_timed = atomic_load(&E.eager_timed), eager_ns = atomic_load(&E.eager_ns);
+    double per_eager = eager_timed ? (double)eager_ns / (double)eager_timed : 0;
     double saved_ms = ((double)E.replayed * per_eager - (double)E.replay_host_ns -
                        (double)E.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"

@@ -223,6 +223,16 @@ int main(int argc, char **argv)
         }
         if (two || legacyside)
             CK(cuStreamWaitEvent(stream, join, 0));
+        if (strcmp(which, "badlaunch") == 0) {
+            /* the same invalid launch (too many threads) in every iteration, between valid ones: CUDA
+             * reports it at the call, every time, and so must the shim once the loop is learned */
+            int nn = N;
+            float a = 1.0f, b = 0.0f;
+            void *p[] = {&x, &x, &a, &b, &nn};
+            CUresult bad = cuLaunchKernel(axpb, 1, 1, 1, 2048, 1, 1, 0, stream, p, NULL);
+            h = fnv(h, &bad, sizeof bad);
+            CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+        }
         if (strcmp(which, "extra") == 0) {
             struct {
                 CUdeviceptr s, x;
