@@ -23,10 +23,11 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "still counted)."},
     [AG_OPT_CUPTI] = {"AUTOGRAPH_CUPTI", AG_OPT_ENUM, "off", "off|always",
                       "CUPTI observer. 'always' subscribes to the driver's launch callbacks for the whole "
-                      "run and reports the launches CUPTI saw next to the ones the hooks saw (coverage)."},
+                      "run and reports the launches CUPTI saw next to the ones the hooks saw (coverage). "
+                      "For checking only: with CUPTI callbacks enabled, graph launches are much slower."},
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
-                          "libcupti to open instead of searching the usual places (the CUDA toolkit's "
-                          "extras/CUPTI/lib64, the library path)."},
+                          "libcupti to open instead of searching the usual places (a copy already loaded, "
+                          "the one beside a PyTorch installation's NVIDIA wheels, the CUDA toolkit's)."},
     [AG_OPT_WARMUP] = {"AUTOGRAPH_WARMUP", AG_OPT_INT, "2", "1..1000",
                        "How many times a chunk of work must be seen, identically, before it is deferred and "
                        "replayed from a CUDA graph."},
