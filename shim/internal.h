@@ -34,6 +34,9 @@
 #define AG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AG_TLS __thread __attribute__((tls_model("initial-exec")))
+/* For code that runs when a sanitizer runtime preloaded before us calls dlsym during its own start-up,
+ * before it can serve instrumented code. */
+#define AG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 
 typedef enum {
 #define AG_HOOK(kind, name, params, args) AG_ID_##name,

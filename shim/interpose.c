@@ -224,7 +224,7 @@ void *ag_hook_addr(ag_id_t id)
 /* dlsym for every handle but RTLD_NEXT (whose meaning depends on the caller's address, so the entry
  * stub below jumps to the real dlsym for it without a frame of ours in between). */
 void *ag_dlsym_hook(void *handle, const char *name);
-void *ag_dlsym_hook(void *handle, const char *name)
+AG_NO_SANITIZE void *ag_dlsym_hook(void *handle, const char *name)
 {
     /* Constructors of libraries loaded before our own constructor ran may call dlsym already. */
     if (AG_UNLIKELY(!ag_real_dlsym) && !ag_resolve_real_dlsym())
