@@ -26,6 +26,7 @@ struct ag_graph {
     unsigned char *args;  /* kernel argument bytes baked into the exec */
     void **d2h_dst;       /* the staging buffer each device-to-host node writes to now */
     uint64_t last_launch; /* for least-recently-used eviction */
+    size_t mem;           /* device memory the driver took for the exec (estimated at instantiation) */
     ag_variant_t *owner;
 };
 
@@ -49,6 +50,7 @@ static struct {
     uint32_t ngraphs, max_graphs;
     uint64_t clock;
     uint64_t graphs_built, nodes_patched, graphs_evicted;
+    size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
 } G;
 
 /* The distinct application streams of the chunk's operations, in order of first use; sidx[i] is the
@@ -173,6 +175,8 @@ void *ag_stage_copy(const void *src, size_t n, int8_t *which)
 
 static void graph_free(ag_graph_t *g)
 {
+    if (g && g->mem <= G.mem)
+        G.mem -= g->mem;
     if (!g)
         return;
     if (g->exec)
@@ -315,7 +319,13 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
         ag_log(AG_LOG_DEBUG, "capturing a chunk of %u operations failed (CUDA error %d)", n, (int)r);
         goto fail;
     }
+    /* The driver says nothing of what an exec costs on the device: the free-memory difference across
+     * instantiation estimates it (other threads' allocations in between can blur it). */
+    size_t free0 = 0, free1 = 0, total = 0;
+    int measured = ag_drv.cuMemGetInfo_v2 && ag_drv.cuMemGetInfo_v2(&free0, &total) == CUDA_SUCCESS;
     r = ag_drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+    if (r == CUDA_SUCCESS && measured && ag_drv.cuMemGetInfo_v2(&free1, &total) == CUDA_SUCCESS && free1 < free0)
+        g->mem = free0 - free1;
     if (r != CUDA_SUCCESS) {
         ag_log(AG_LOG_DEBUG, "instantiating a graph of %u operations failed (CUDA error %d)", n, (int)r);
         goto fail;
@@ -326,6 +336,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     if (G.ngraphs >= G.max_graphs)
         evict_lru_graph();
     G.graphs[G.ngraphs++] = g;
+    G.mem += g->mem;
     G.graphs_built++;
     return g;
 fail:
@@ -523,4 +534,5 @@ void ag_graph_stats(ag_graph_stats_t *out)
     out->evicted = G.graphs_evicted;
     out->patched = G.nodes_patched;
     out->live = G.ngraphs;
+    out->mem = G.mem;
 }

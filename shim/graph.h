@@ -42,6 +42,7 @@ void *ag_thread_staging(void);
 typedef struct {
     uint64_t built, evicted, patched;
     uint32_t live;
+    size_t mem; /* device memory of the live graphs (estimated) */
 } ag_graph_stats_t;
 void ag_graph_stats(ag_graph_stats_t *out);
 
