@@ -870,6 +870,16 @@ void ag_engine_start(void)
         atomic_store(&ag_engine_on, 1);
 }
 
+void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
+{
+    pthread_mutex_lock(&E.lock);
+    ag_graph_stats_t gs;
+    ag_graph_stats(&gs);
+    *replayed = E.replayed;
+    *graphs = gs.built;
+    pthread_mutex_unlock(&E.lock);
+}
+
 void ag_engine_stats(FILE *f)
 {
     pthread_mutex_lock(&E.lock);

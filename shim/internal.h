@@ -148,6 +148,8 @@ void ag_engine_exit(void);
 void ag_engine_fork_prepare(void);
 void ag_engine_fork_parent(void);
 void ag_engine_fork_child(void);
+/* Launches replayed from graphs, and graphs built, for the summary line. */
+void ag_engine_summary(uint64_t *replayed, uint64_t *graphs);
 /* Writes the "replay" member of the statistics JSON. */
 void ag_engine_stats(FILE *f);
 

@@ -221,8 +221,12 @@ void ag_stats_report(int forked_child)
         char cupti[64] = "";
         if (cl >= 0)
             snprintf(cupti, sizeof cupti, ", CUPTI saw %lld", cl);
-        ag_log(AG_LOG_INFO, "pid %d: %llu kernel launches%s, %llu driver calls intercepted, scope %s",
-               (int)getpid(), (unsigned long long)launches_of(tot), cupti, (unsigned long long)total,
-               ag_opt(AG_OPT_SCOPE)->text);
+        uint64_t launches = launches_of(tot), replayed = 0, graphs = 0;
+        ag_engine_summary(&replayed, &graphs);
+        ag_log(AG_LOG_INFO,
+               "pid %d: %llu kernel launches (%.1f%% replayed from %llu graphs)%s, %llu driver calls intercepted, "
+               "scope %s",
+               (int)getpid(), (unsigned long long)launches, launches ? 100.0 * (double)replayed / (double)launches : 0.0,
+               (unsigned long long)graphs, cupti, (unsigned long long)total, ag_opt(AG_OPT_SCOPE)->text);
     }
 }
