@@ -173,6 +173,14 @@ static inline cudaGraphExec_t ag_capture(cudaStream_t s, ag_enqueue_fn fn, void 
   return exec;
 }
 
+/* --graph: a non-blocking stream with one iteration captured on it (NULL and no stream otherwise). */
+static inline cudaGraphExec_t ag_graph_mode(const ag_args *a, cudaStream_t *gs, ag_enqueue_fn fn, void *ctx) {
+  *gs = NULL;
+  if (!a->graph) return NULL;
+  CK(cudaStreamCreateWithFlags(gs, cudaStreamNonBlocking));
+  return ag_capture(*gs, fn, ctx);
+}
+
 static inline int ag_blocks(long n, int threads) { return (int)((n + threads - 1) / threads); }
 
 #endif

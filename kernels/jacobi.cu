@@ -99,12 +99,8 @@ int main(int argc, char **argv) {
   CK(cudaMemset(c.u, 0, bytes));
   CK(cudaMemset(c.v, 0, bytes));
 
-  cudaStream_t gs = NULL;
-  cudaGraphExec_t exec = NULL;
-  if (args.graph) {
-    CK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
-    exec = ag_capture(gs, enqueue, &c);
-  }
+  cudaStream_t gs;
+  cudaGraphExec_t exec = ag_graph_mode(&args, &gs, enqueue, &c);
 
   long done = 0;
   CK(cudaDeviceSynchronize());

@@ -87,12 +87,8 @@ int main(int argc, char **argv) {
   ag_fill_uniform(h, N, args.seed + 1, 0.0f, 1.0f);
   CK(cudaMemcpy(c.c, h, sizeof h, cudaMemcpyHostToDevice));
 
-  cudaStream_t gs = NULL;
-  cudaGraphExec_t exec = NULL;
-  if (args.graph) {
-    CK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
-    exec = ag_capture(gs, enqueue, &c);
-  }
+  cudaStream_t gs;
+  cudaGraphExec_t exec = ag_graph_mode(&args, &gs, enqueue, &c);
 
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();

@@ -40,8 +40,7 @@ static struct {
     int ncand;
     ag_variant_t *match[AG_MAX_CANDIDATES];
     int nmatch;
-    CUstream cur_stream;
-    int have_stream;
+    CUstream cur_stream; /* of the last operation; NULL before the first (records are never NULL) */
     ag_op_t *pending;
     uint32_t npending, cap_pending;
     unsigned char *arena;
@@ -273,11 +272,10 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
 {
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
      * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
-    if (E.have_stream && o->stream != E.cur_stream &&
+    if (E.cur_stream && o->stream != E.cur_stream &&
         (o->stream == CU_STREAM_LEGACY || E.cur_stream == CU_STREAM_LEGACY))
         barrier(0x5717ea3ULL ^ (uint64_t)(uintptr_t)o->stream, FB_STREAM);
     E.cur_stream = o->stream;
-    E.have_stream = 1;
     if (o->kind == OP_EVREC && E.nrecs == AG_MAX_RECORDS)
         barrier(0x7ec5ULL, FB_UNDEFERRABLE);
     if (o->kind == OP_EVWAIT) {
@@ -530,7 +528,7 @@ CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f
 typedef struct {
     ag_id_t id;
     CUdeviceptr dst, src;
-    unsigned value;
+    unsigned value, elem; /* elem: memset element size, 0 for a copy */
     size_t n;
     CUstream stream;
 } mcall_t;
@@ -538,12 +536,10 @@ typedef struct {
 static CUresult eager_memset(const void *p)
 {
     const mcall_t *c = p;
-    switch (ag_hook_kinds[c->id] == AG_KIND_DSET ? c->id : AG_ID_COUNT) {
-    case AG_ID_cuMemsetD8Async:
-    case AG_ID_cuMemsetD8Async_ptsz:
+    switch (c->elem) {
+    case 1:
         return ((ag_fn_cuMemsetD8Async_t)ag_real[c->id])(c->dst, (unsigned char)c->value, c->n, c->stream);
-    case AG_ID_cuMemsetD16Async:
-    case AG_ID_cuMemsetD16Async_ptsz:
+    case 2:
         return ((ag_fn_cuMemsetD16Async_t)ag_real[c->id])(c->dst, (unsigned short)c->value, c->n, c->stream);
     default:
         return ((ag_fn_cuMemsetD32Async_t)ag_real[c->id])(c->dst, c->value, c->n, c->stream);
@@ -556,8 +552,9 @@ static CUresult eager_copy(const void *p)
     return ((ag_fn_cuMemcpyDtoDAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
 }
 
-static CUresult mem_common(const mcall_t *c, unsigned elem)
+static CUresult mem_common(const mcall_t *c)
 {
+    unsigned elem = c->elem;
     CUresult (*eager)(const void *) = elem ? eager_memset : eager_copy;
     if (!enter()) {
         leave();
@@ -592,26 +589,26 @@ static CUresult mem_common(const mcall_t *c, unsigned elem)
 
 CUresult ag_engine_memset8(ag_id_t id, CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
 {
-    mcall_t c = {id, dst, 0, value, n, s};
-    return mem_common(&c, 1);
+    mcall_t c = {id, dst, 0, value, 1, n, s};
+    return mem_common(&c);
 }
 
 CUresult ag_engine_memset16(ag_id_t id, CUdeviceptr dst, unsigned short value, size_t n, CUstream s)
 {
-    mcall_t c = {id, dst, 0, value, n, s};
-    return mem_common(&c, 2);
+    mcall_t c = {id, dst, 0, value, 2, n, s};
+    return mem_common(&c);
 }
 
 CUresult ag_engine_memset32(ag_id_t id, CUdeviceptr dst, unsigned int value, size_t n, CUstream s)
 {
-    mcall_t c = {id, dst, 0, value, n, s};
-    return mem_common(&c, 4);
+    mcall_t c = {id, dst, 0, value, 4, n, s};
+    return mem_common(&c);
 }
 
 CUresult ag_engine_copy(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    mcall_t c = {id, dst, src, 0, n, s};
-    return mem_common(&c, 0);
+    mcall_t c = {id, dst, src, 0, 0, n, s};
+    return mem_common(&c);
 }
 
 typedef struct {

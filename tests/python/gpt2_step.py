@@ -7,15 +7,14 @@ Same contract as torch_mlp.py: stdout "step <i> loss <float.hex()>" per step and
 ("graph: unsupported" on stderr, exit 2).
 """
 import argparse
-import hashlib
 import os
 import sys
-import time
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from report import report, timed_steps  # noqa: E402
 
 BATCH, SEQ = 8, 128
 
@@ -53,30 +52,17 @@ def main():
     step_model = torch.compile(model) if args.compile else model
 
     losses = []
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for i in range(args.steps):
+
+    def step(i):
         ids = tokens[i % tokens.shape[0]]
         opt.zero_grad(set_to_none=True)
         loss = step_model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         losses.append(loss.item())
-        if i == 0:
-            t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    ms = (time.perf_counter() - t0) * 1e3
-    steady_ms = (time.perf_counter() - t1) * 1e3
 
-    for i, l in enumerate(losses):
-        print(f"step {i} loss {float(l).hex()}")
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    print(f"checksum: {h.hexdigest()[:16]}", flush=True)
-    print(f"loop_ms: {ms:.3f}", file=sys.stderr)
-    # Without the first step (torch.compile's compilation, lazy initialization): steadier to compare.
-    print(f"steady_ms: {steady_ms:.3f}", file=sys.stderr)
+    ms, steady_ms = timed_steps(args.steps, step)
+    report(losses, model.parameters(), ms, steady_ms)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,15 @@ stderr: "loop_ms: <float>" for the training loop and "steady_ms: <float>" withou
 "graph-mode" and must not be compared.
 """
 import argparse
-import hashlib
 import os
 import sys
-import time
 
 # Must be set before torch initializes cuBLAS, or deterministic algorithms refuse to run.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from report import report, timed_steps  # noqa: E402
 
 WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
 
@@ -73,45 +72,27 @@ def main():
             static_loss = F.mse_loss(model(static_x), static_y)
             static_loss.backward()
             opt.step()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for i in range(args.steps):
+        def step(i):
             static_x.copy_(xs[i % POOL])
             static_y.copy_(ys[i % POOL])
             graph.replay()
             losses.append(static_loss.item())
-            if i == 0:
-                t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
-        steady_ms = (time.perf_counter() - t1) * 1e3
+
+        ms, steady_ms = timed_steps(args.steps, step)
         print("graph-mode")
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         step_model = torch.compile(model) if args.compile else model
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for i in range(args.steps):
+        def step(i):
             opt.zero_grad(set_to_none=True)
             loss = F.mse_loss(step_model(xs[i % POOL]), ys[i % POOL])
             loss.backward()
             opt.step()
             losses.append(loss.item())  # D2H copy + sync every step, like real training loops
-            if i == 0:
-                t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
-        steady_ms = (time.perf_counter() - t1) * 1e3
 
-    for i, l in enumerate(losses):
-        print(f"step {i} loss {float(l).hex()}")
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    print(f"checksum: {h.hexdigest()[:16]}", flush=True)
-    print(f"loop_ms: {ms:.3f}", file=sys.stderr)
-    # Without the first step (torch.compile's compilation, lazy initialization): steadier to compare.
-    print(f"steady_ms: {steady_ms:.3f}", file=sys.stderr)
+        ms, steady_ms = timed_steps(args.steps, step)
+
+    report(losses, model.parameters(), ms, steady_ms)
 
 
 if __name__ == "__main__":
