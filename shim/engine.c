@@ -60,6 +60,10 @@ static struct {
     uint64_t deferred, replayed, graph_launches, copies_out;
     uint64_t fallbacks[FB_COUNT];
     uint64_t match_ns, match_timed, replay_host_ns;
+    /* host time by phase (ns): building graphs, patching, launching them, eager re-issue of held
+     * operations, waiting for a graph that ends with a blocking copy */
+    uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
+    atomic_ullong copy_wait_ns; /* measured outside the lock */
     atomic_ullong eager_ns, eager_timed; /* measured outside the lock */
     /* signatures of operations that failed when issued: never held back */
     uint64_t tainted[16];
@@ -128,6 +132,7 @@ static void flush_eager(int reason)
         return;
     if (reason >= 0)
         E.fallbacks[reason]++;
+    uint64_t t0 = now_ns();
     for (uint32_t i = 0; i < E.npending; i++) {
         if (E.pending[i].kind == OP_D2H)
             continue; /* blocking, and always the last: its caller issues it after leaving the lock */
@@ -139,6 +144,7 @@ static void flush_eager(int reason)
     ag_stage_issued(&c, NULL);
     E.npending = 0;
     E.arena_used = 0;
+    E.reissue_ns += now_ns() - t0;
 }
 
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). */
@@ -157,14 +163,19 @@ static void complete(ag_variant_t *v)
         }
         v->graph = g;
         fresh = 1;
+        E.build_ns += now_ns() - t0;
     }
+    uint64_t t1 = now_ns();
     if (!fresh && ag_graph_patch(g, &c) != 0) {
         /* The exec may hold a mix of old and new arguments now: it cannot be trusted again. */
         ag_graph_release(v, NULL);
         flush_eager(FB_PATCH_FAILED);
         return;
     }
+    uint64_t t2 = now_ns();
+    E.patch_ns += t2 - t1;
     CUresult r = ag_graph_launch(g, &c);
+    E.launch_ns += now_ns() - t2;
     if (r != CUDA_SUCCESS) {
         AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
         ag_graph_release(v, NULL);
@@ -243,7 +254,8 @@ static int init_engine(CUcontext ctx)
         disable("the driver lacks an entry point the engine needs", CUDA_ERROR_NOT_FOUND);
         return -1;
     }
-    if (ag_learner_init(&E.learner, (uint32_t)ag_opt(AG_OPT_CHUNK)->num, (uint32_t)ag_opt(AG_OPT_WARMUP)->num,
+    if (ag_learner_init(&E.learner, (uint32_t)ag_opt(AG_OPT_CHUNK)->num, (uint32_t)ag_opt(AG_OPT_CHUNK_FIRST)->num,
+                        (uint32_t)ag_opt(AG_OPT_WARMUP)->num,
                         4096, ag_graph_release, NULL) != 0) {
         disable("out of memory", CUDA_ERROR_OUT_OF_MEMORY);
         return -1;
@@ -735,9 +747,11 @@ static CUresult d2h_common(const dcall_t *c, int async)
         return eager_d2h(c);
     /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes are
      * in the destination, and so do we. */
+    uint64_t t0 = now_ns();
     CUresult r = REAL(cuStreamSynchronize)(o.stream);
     if (r == CUDA_SUCCESS)
         memcpy(c->dst, stage, c->n);
+    atomic_fetch_add_explicit(&E.copy_wait_ns, now_ns() - t0, memory_order_relaxed);
     return r;
 }
 
@@ -892,11 +906,14 @@ void ag_engine_stats(FILE *f)
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
-               "    \"blocking_copies_in_graphs\": %llu,\n    \"fallbacks\": {",
+               "    \"blocking_copies_in_graphs\": %llu,\n"
+               "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
+               "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n    \"fallbacks\": {",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
             per_match, per_eager, saved_ms, E.learner.table.count,
-            (unsigned long long)E.copies_out);
+            (unsigned long long)E.copies_out, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
+            (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     for (int i = 0; i < FB_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
     fprintf(f, "}\n  },\n");

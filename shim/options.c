@@ -34,6 +34,10 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_CHUNK] = {"AUTOGRAPH_CHUNK", AG_OPT_INT, "128", "4..8192",
                       "Most operations per graph. Long segments are cut into chunks so that the GPU runs one "
                       "chunk while the CPU issues the next; chunks shrink toward the expected sync point."},
+    [AG_OPT_CHUNK_FIRST] = {"AUTOGRAPH_CHUNK_FIRST", AG_OPT_INT, "4", "0..8192",
+                            "Operations in the first chunk after a sync. The GPU is idle after a sync: a small "
+                            "first chunk starts it at once, and each later chunk is as large as all before it "
+                            "(up to AUTOGRAPH_CHUNK). 0: every chunk is AUTOGRAPH_CHUNK long."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},

@@ -26,6 +26,7 @@ typedef enum {
     AG_OPT_CUPTI_LIB,
     AG_OPT_WARMUP,
     AG_OPT_CHUNK,
+    AG_OPT_CHUNK_FIRST,
     AG_OPT_MAX_GRAPHS,
     AG_OPT_STAGING_KB,
     AG_OPT_COUNT

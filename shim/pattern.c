@@ -142,27 +142,33 @@ static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
     return &l->seglens[(seed ^ (seed >> 32)) % (sizeof l->seglens / sizeof *l->seglens)];
 }
 
-/* Chunks shrink toward the expected end of the segment: work still deferred at a barrier runs only
- * then, while the CPU waits, so the last chunks are small. */
+/* Chunk sizes. After a real barrier the GPU is idle (the host waited for it): the first chunk is small so
+ * that the GPU starts at once, and chunks double while it works (the chunk size equals the operations
+ * already issued). Toward the end of a segment that ends at a real barrier, chunks shrink to half of
+ * what is left: work still deferred at a barrier runs only then, while the CPU waits. */
+#define TAIL_MIN 8
 static uint32_t plan(ag_learner_t *l)
 {
     uint32_t c = l->chunk_max;
+    if (l->seg_real && l->chunk_first) {
+        uint32_t ramp = l->seg_pos > l->chunk_first ? l->seg_pos : l->chunk_first;
+        if (ramp < c)
+            c = ramp;
+    }
     ag_seglen_t *s = seglen_slot(l, l->seg_seed);
-    if (s->seed != l->seg_seed || s->length <= l->seg_pos)
+    if (s->seed != l->seg_seed || s->length <= l->seg_pos || !s->real_end)
         return c;
     uint32_t remaining = s->length - l->seg_pos;
-    if (remaining > 2 * c)
-        return c;
-    if (remaining > c)
-        return (remaining + 1) / 2;
-    return remaining > 8 ? (remaining + 1) / 2 : remaining;
+    uint32_t tail = remaining > TAIL_MIN ? (remaining + 1) / 2 : remaining;
+    return tail < c ? tail : c;
 }
 
-int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t warmup, size_t max_variants,
+int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, uint32_t warmup, size_t max_variants,
                     ag_variant_release_fn release, void *release_ctx)
 {
     memset(l, 0, sizeof *l);
     l->chunk_max = chunk_max ? chunk_max : 1;
+    l->chunk_first = chunk_first;
     l->warmup = warmup ? warmup : 1;
     l->table.nbuckets = 1024;
     l->table.max_count = max_variants ? max_variants : 1;
@@ -179,6 +185,7 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t warmup, size_t
     }
     l->seg_seed = SEG_SEED0;
     l->content = CONTENT0;
+    l->seg_real = 1;
     l->chunk_start = key_of(l);
     l->chunk_target = plan(l);
     return 0;
@@ -292,6 +299,8 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     ag_seglen_t *s = seglen_slot(l, l->seg_seed);
     s->seed = l->seg_seed;
     s->length = l->seg_pos;
+    s->real_end = !virtual_;
+    l->seg_real = !virtual_;
     l->seg_seed = ag_mix(ag_mix(SEG_SEED0, l->content), virtual_ ? VIRTUAL_KIND : kind);
     l->content = CONTENT0;
     l->seg_pos = 0;

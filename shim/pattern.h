@@ -40,19 +40,22 @@ typedef struct {
 } ag_vtable_t;
 
 typedef struct {
-    uint64_t seed;   /* chain state at the segment's start */
-    uint32_t length; /* operations in the segment the last time it ended */
+    uint64_t seed;     /* chain state at the segment's start */
+    uint32_t length;   /* operations in the segment the last time it ended */
+    uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
 } ag_seglen_t;
 
 typedef struct {
     /* configuration */
     uint32_t chunk_max; /* AUTOGRAPH_CHUNK */
+    uint32_t chunk_first; /* AUTOGRAPH_CHUNK_FIRST: 0 for no ramp after a real barrier */
     uint32_t warmup;    /* sightings before a variant is a candidate */
 
     /* position: key = mix(seg_seed, content) names "this point of the iteration" */
     uint64_t content;     /* hash of the operations since the segment's start, from a constant */
     uint64_t seg_seed;    /* what came before: the previous segment's content and its barrier */
     uint32_t seg_pos;     /* operations since the segment's start */
+    uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
     uint64_t chunk_start; /* key at the chunk's start */
     uint32_t chunk_pos;   /* operations in the current chunk */
     uint32_t chunk_target;
@@ -82,7 +85,7 @@ typedef struct {
 /* Mixes a value into a hash (also used to build operation signatures). */
 uint64_t ag_mix(uint64_t h, uint64_t v);
 
-int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t warmup, size_t max_variants,
+int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, uint32_t warmup, size_t max_variants,
                     ag_variant_release_fn release, void *release_ctx);
 void ag_learner_destroy(ag_learner_t *l);
 

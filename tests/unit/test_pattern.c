@@ -16,6 +16,8 @@ typedef struct {
     int ncand, nmatch;
     ag_variant_t *match[AG_MAX_CANDIDATES];
     long ops, replayed, fallbacks;
+    uint32_t lens[64]; /* lengths of the chunks closed since the last barrier */
+    int nlens;
 } sim_t;
 
 static void refresh(sim_t *s)
@@ -47,6 +49,7 @@ static void sim_op(sim_t *s, uint64_t sig)
     s->ops++;
     if (sig == BARRIER) {
         ag_variant_t *v = ag_learner_barrier(&s->l, 7, 0);
+        s->nlens = 0;
         if (s->nmatch && v && v->ends_at_barrier)
             completed(s, v);
         refresh(s);
@@ -62,6 +65,8 @@ static void sim_op(sim_t *s, uint64_t sig)
             fail(s);
     }
     int r = ag_learner_push(&s->l, sig);
+    if (r == 1 && s->nlens < 64)
+        s->lens[s->nlens++] = s->l.chunk_pos;
     if (r == 1) {
         ag_variant_t *v = ag_learner_close(&s->l);
         if (s->nmatch && v)
@@ -79,11 +84,16 @@ static void sim_op(sim_t *s, uint64_t sig)
     }
 }
 
-static void sim_init(sim_t *s, uint32_t chunk)
+static void sim_init_first(sim_t *s, uint32_t chunk, uint32_t first)
 {
     memset(s, 0, sizeof *s);
-    CHECK(ag_learner_init(&s->l, chunk, 2, 512, NULL, NULL) == 0);
+    CHECK(ag_learner_init(&s->l, chunk, first, 2, 512, NULL, NULL) == 0);
     refresh(s);
+}
+
+static void sim_init(sim_t *s, uint32_t chunk)
+{
+    sim_init_first(s, chunk, 4);
 }
 
 static double frac(const sim_t *s)
@@ -117,6 +127,42 @@ int main(void)
     CHECK(ag_smallest_period(b, 5, scratch) == 5);
     uint64_t c[7] = {5, 5, 5, 5, 5, 5, 5};
     CHECK(ag_smallest_period(c, 7, scratch) == 1);
+
+    /* Chunk plan of a loop with a sync per iteration (200 operations, AUTOGRAPH_CHUNK 128): after the
+     * sync the chunks start small and double (the GPU starts at once), then shrink to half of what is
+     * left toward the expected sync (the tail the CPU waits for is short). */
+    sim_init(&s, 128);
+    for (int it = 0; it < 30; it++)
+        iteration(&s, 200, 0, 1);
+    for (int i = 0; i < 200; i++)
+        sim_op(&s, K(i % 17, 0));
+    const uint32_t want[] = {4, 4, 8, 16, 32, 64, 36, 18, 9, 5, 4};
+    CHECK(s.nlens == (int)(sizeof want / sizeof *want));
+    for (int i = 0; i < s.nlens && i < (int)(sizeof want / sizeof *want); i++)
+        CHECK(s.lens[i] == want[i]);
+    sim_op(&s, BARRIER);
+    CHECK(frac(&s) > 0.85);
+    CHECK(s.fallbacks == 0);
+    /* Without the ramp (AUTOGRAPH_CHUNK_FIRST=0) only the tail shrinks. */
+    sim_init_first(&s, 128, 0);
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 200, 0, 1);
+    for (int i = 0; i < 200; i++)
+        sim_op(&s, K(i % 17, 0));
+    const uint32_t want0[] = {100, 50, 25, 13, 6, 6};
+    CHECK(s.nlens == (int)(sizeof want0 / sizeof *want0));
+    for (int i = 0; i < s.nlens && i < (int)(sizeof want0 / sizeof *want0); i++)
+        CHECK(s.lens[i] == want0[i]);
+    /* A loop that never syncs: virtual segments neither ramp nor shrink (the host never waits there). */
+    sim_init(&s, 16);
+    for (int i = 0; i < 3000; i++)
+        sim_op(&s, K(i % 50, 0));
+    CHECK(s.l.period % 50 == 0);
+    s.nlens = 0;
+    for (int i = 0; i < 1000; i++)
+        sim_op(&s, K(i % 50, 0));
+    for (int i = 0; i < s.nlens; i++)
+        CHECK(s.lens[i] == 16);
 
     /* A training loop: 120 operations, a sync per iteration. */
     sim_init(&s, 64);
