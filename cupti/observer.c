@@ -1,33 +1,44 @@
-/* CUPTI launch observer: subscribes to the driver-API callbacks of every launch entry point and counts
- * the launches that did not come from the shim itself. libcupti is opened with dlopen from
- * AUTOGRAPH_CUPTI_LIB, an already loaded copy, or the usual install places; without it the observer is
- * off and one info line says why. */
+/* The CUPTI observer. libcupti is opened at run time (AUTOGRAPH_CUPTI_LIB, a copy already loaded, the one
+ * beside a PyTorch installation's NVIDIA wheels, the toolkit's); without it the observer is off and one
+ * info line says why. While attached it
+ *  - counts the kernel launches the driver reports (coverage: hooked = CUPTI + replayed),
+ *  - is the coverage guard: a launch, copy, memset, sync, query, event or graph launch that reaches the
+ *    driver with no hook of ours on the stack (ag_hook_depth == 0) is "unhooked": the engine issues its
+ *    deferred work before the call runs (we are in the API-entry callback) and stops deferring,
+ *  - records kernel start and end through the activity API (GPU busy fraction while learning).
+ * AUTOGRAPH_CUPTI=learn attaches only while the engine learns (ag_cupti_learning): with callbacks enabled
+ * a graph launch costs 200-365 us. A profiler that subscribes later gets CUPTI: the exported
+ * cuptiSubscribe / cuptiActivityRegisterCallbacks below release ours first.
+ * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
+ * its own lock; the callbacks never take O.lock, only the activity buffer handler does, briefly). */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
-#include <link.h>
-#include <string.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "observer.h"
 
 typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
 typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
 typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
+typedef CUptiResult (*cb_name_fn)(CUpti_CallbackDomain, uint32_t, const char **);
+typedef CUptiResult (*act_register_fn)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+typedef CUptiResult (*act_kind_fn)(CUpti_ActivityKind);
+typedef CUptiResult (*act_flush_fn)(uint32_t);
+typedef CUptiResult (*act_next_fn)(uint8_t *, size_t, CUpti_Activity **);
+typedef CUptiResult (*finalize_fn)(void);
 
-static const CUpti_CallbackId launch_cbids[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunch,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+/* Driver calls the guard watches: whatever can run work or observe it. */
+static const char *const watched_prefixes[] = {
+    "cuLaunch",        "cuMemcpy",      "cuMemset",           "cuStreamSynchronize", "cuCtxSynchronize",
+    "cuEventSynchronize", "cuStreamQuery", "cuEventQuery",     "cuStreamWaitEvent",   "cuEventRecord",
+    "cuGraphLaunch",   "cuStreamBeginCapture", "cuStreamEndCapture",
 };
 
 static const char *const search_paths[] = {
@@ -38,18 +49,269 @@ static const char *const search_paths[] = {
     "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so",
 };
 
+#define MAX_CBIDS 2048
+#define MAX_NAMES 16
+#define ACT_BUF_SIZE (1u << 20)
+
+enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED };
+static const char *const state_names[] = {"unavailable", "attached", "detached", "released", "refused"};
+
+static struct {
+    pthread_mutex_t lock;
+    int mode, state;
+    char library[512];
+    void *h;
+    CUpti_SubscriberHandle sub;
+    subscribe_fn subscribe;
+    unsubscribe_fn unsubscribe;
+    finalize_fn finalize;
+    act_register_fn act_register;
+    enable_fn enable;
+    act_kind_fn act_enable, act_disable;
+    act_flush_fn act_flush;
+    act_next_fn act_next;
+    int activity; /* the activity API was set up */
+    int timing;   /* kernel activity enabled now */
+    uint32_t watched[MAX_CBIDS];
+    int nwatched;
+    unsigned char is_launch[MAX_CBIDS];
+    unsigned attaches, detaches, released_to_profiler;
+    /* guard */
+    atomic_llong launches;
+    atomic_llong unhooked;
+    pthread_mutex_t names_lock;
+    char names[MAX_NAMES][48];
+    int nnames;
+    /* timings, while learning: busy time (union of kernel intervals) within the windows' spans */
+    uint64_t kernels, kernel_ns, busy_ns, span_ns;
+    uint64_t win_first, win_last, merged_end;
+} O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1};
+
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
-static atomic_llong launches = -1;
-static char library[512];
+
+static void note_name(const char *name)
+{
+    pthread_mutex_lock(&O.names_lock);
+    int known = 0;
+    for (int i = 0; i < O.nnames && !known; i++)
+        known = strcmp(O.names[i], name) == 0;
+    if (!known && O.nnames < MAX_NAMES) {
+        snprintf(O.names[O.nnames++], sizeof O.names[0], "%s", name);
+        ag_log(AG_LOG_WARN, "%s reached the driver past every hook (CUPTI saw it); deferred work was issued "
+                            "before it", name);
+    }
+    pthread_mutex_unlock(&O.names_lock);
+}
 
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                  const void *data)
 {
+    (void)userdata;
     const CUpti_CallbackData *cb = data;
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER || ag_guard)
         return;
-    atomic_fetch_add_explicit(&launches, 1, memory_order_relaxed);
+    if (cbid < MAX_CBIDS && O.is_launch[cbid])
+        atomic_fetch_add_explicit(&O.launches, 1, memory_order_relaxed);
+    if (ag_hook_depth)
+        return;
+    /* No hook of ours is on this thread's stack: a route we do not intercept. Held work goes first. */
+    atomic_fetch_add_explicit(&O.unhooked, 1, memory_order_relaxed);
+    note_name(cb->functionName ? cb->functionName : "?");
+    ag_hook_depth++;
+    ag_engine_unhooked();
+    ag_hook_depth--;
 }
+
+/* ---- kernel timings (activity API) ---- */
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(8, ACT_BUF_SIZE);
+    *size = *buffer ? ACT_BUF_SIZE : 0;
+    *max_records = 0;
+}
+
+typedef struct {
+    uint64_t start, end;
+} span_t;
+
+static int by_start(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Folds kernel intervals into the learning-time figures: the GPU is busy while any kernel runs. */
+static void fold_kernels(span_t *s, size_t n)
+{
+    qsort(s, n, sizeof *s, by_start);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].end <= s[i].start)
+            continue;
+        O.kernels++;
+        O.kernel_ns += s[i].end - s[i].start;
+        if (!O.win_first || s[i].start < O.win_first)
+            O.win_first = s[i].start;
+        if (s[i].end > O.win_last)
+            O.win_last = s[i].end;
+        uint64_t from = s[i].start > O.merged_end ? s[i].start : O.merged_end;
+        if (s[i].end > from)
+            O.busy_ns += s[i].end - from;
+        if (s[i].end > O.merged_end)
+            O.merged_end = s[i].end;
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    size_t cap = valid / sizeof(CUpti_ActivityKernel10) + 1, n = 0;
+    span_t *s = malloc(sizeof *s * cap);
+    CUpti_Activity *rec = NULL;
+    while (s && n < cap && O.act_next && O.act_next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+            s[n].start = k->start;
+            s[n].end = k->end;
+            n++;
+        }
+    }
+    if (s) {
+        pthread_mutex_lock(&O.names_lock);
+        fold_kernels(s, n);
+        pthread_mutex_unlock(&O.names_lock);
+    }
+    free(s);
+    free(buffer);
+}
+
+/* ---- attach / detach (under O.lock) ---- */
+
+static void set_callbacks(int on)
+{
+    for (int i = 0; i < O.nwatched; i++)
+        O.enable((uint32_t)on, O.sub, CUPTI_CB_DOMAIN_DRIVER_API, O.watched[i]);
+}
+
+static void set_timing(int on)
+{
+    if (!O.activity || O.timing == on)
+        return;
+    if (on) {
+        O.timing = O.act_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+    } else {
+        O.act_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        O.timing = 0;
+        O.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        /* A window ends: idle time until the next one is not the program's. */
+        pthread_mutex_lock(&O.names_lock);
+        if (O.win_last > O.win_first)
+            O.span_ns += O.win_last - O.win_first;
+        O.win_first = O.win_last = 0;
+        pthread_mutex_unlock(&O.names_lock);
+    }
+}
+
+/* Subscribes, enables the watched callbacks and (but in guard mode) the kernel timings. */
+static CUptiResult attach(void)
+{
+    CUptiResult r = O.subscribe(&O.sub, on_callback, NULL);
+    if (r != CUPTI_SUCCESS)
+        return r;
+    set_callbacks(1);
+    if (O.mode != AG_CUPTI_GUARD && O.act_register && O.act_enable && O.act_disable && O.act_flush && O.act_next) {
+        O.activity = O.act_register(buffer_requested, buffer_completed) == CUPTI_SUCCESS;
+        set_timing(1);
+    }
+    return CUPTI_SUCCESS;
+}
+
+/* Everything off, and CUPTI detached from the process: a subscriber with every callback disabled, or
+ * the activity API set up with no kind enabled, still made each graph launch cost 15-25 us more on the
+ * H200. Kernel records still in flight are lost (their kernels ran before the first replay). */
+static void detach(void)
+{
+    set_callbacks(0);
+    set_timing(0);
+    if (O.unsubscribe)
+        O.unsubscribe(O.sub);
+    if (O.finalize)
+        O.finalize();
+    O.activity = 0;
+}
+
+void ag_cupti_learning(int learning)
+{
+    if (O.mode != AG_CUPTI_LEARN)
+        return;
+    pthread_mutex_lock(&O.lock);
+    ag_guard++;
+    if (learning && O.state == ST_DETACHED) {
+        CUptiResult r = attach();
+        if (r == CUPTI_SUCCESS) {
+            O.state = ST_ATTACHED;
+            O.attaches++;
+        } else {
+            /* Someone else holds CUPTI now (a profiler that did not come through our cuptiSubscribe). */
+            O.state = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? ST_REFUSED : ST_UNAVAILABLE;
+            ag_log(AG_LOG_INFO, "CUPTI cannot be attached again (error %d): the observer is off", (int)r);
+        }
+    } else if (!learning && O.state == ST_ATTACHED) {
+        detach();
+        O.state = ST_DETACHED;
+        O.detaches++;
+    }
+    ag_guard--;
+    pthread_mutex_unlock(&O.lock);
+}
+
+/* A profiler wants CUPTI: everything of ours goes, for good. */
+static void release(const char *why)
+{
+    pthread_mutex_lock(&O.lock);
+    int released = 0;
+    if (O.state == ST_ATTACHED || O.state == ST_DETACHED) {
+        ag_guard++;
+        if (O.state == ST_ATTACHED)
+            detach();
+        ag_guard--;
+        O.state = ST_RELEASED;
+        O.released_to_profiler = 1;
+        released = 1;
+        ag_log(AG_LOG_WARN, "%s: the CUPTI observer steps aside (no coverage guard from now on)", why);
+    }
+    pthread_mutex_unlock(&O.lock);
+    if (released)
+        ag_engine_guard_lost();
+}
+
+static void *next_cupti_symbol(const char *name)
+{
+    void *p = ag_real_dlsym(RTLD_NEXT, name);
+    if (!p && O.h)
+        p = ag_real_dlsym(O.h, name);
+    return p;
+}
+
+AG_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+                                              void *userdata)
+{
+    release("a profiler subscribed to CUPTI");
+    subscribe_fn next = (subscribe_fn)next_cupti_symbol("cuptiSubscribe");
+    return next ? next(subscriber, callback, userdata) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+AG_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                                              CUpti_BuffersCallbackCompleteFunc completed)
+{
+    release("a profiler registered for CUPTI activity records");
+    act_register_fn next = (act_register_fn)next_cupti_symbol("cuptiActivityRegisterCallbacks");
+    return next ? next(requested, completed) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+/* ---- loading ---- */
 
 /* dl_iterate_phdr callback: for a loaded object under site-packages/nvidia/ or site-packages/torch/lib/,
  * tries the libcupti of the NVIDIA wheels beside it. Stops at the first that opens. */
@@ -68,12 +330,12 @@ static int find_wheel_cupti(struct dl_phdr_info *info, size_t size, void *out)
         /* keep ".../site-packages/" */
         size_t base = (size_t)(at - path) + (size_t)(strchr(markers[m], '/') - markers[m]) + 1;
         for (size_t t = 0; t < sizeof tails / sizeof *tails; t++) {
-            char cand[sizeof library];
+            char cand[sizeof O.library];
             if (snprintf(cand, sizeof cand, "%.*s%s", (int)base, path, tails[t]) >= (int)sizeof cand)
                 continue;
             void *h = dlopen(cand, RTLD_NOW | RTLD_LOCAL);
             if (h) {
-                snprintf(library, sizeof library, "%s", cand);
+                snprintf(O.library, sizeof O.library, "%s", cand);
                 *(void **)out = h;
                 return 1;
             }
@@ -90,7 +352,7 @@ static void *open_cupti(void)
         h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (!h)
             ag_log(AG_LOG_WARN, "AUTOGRAPH_CUPTI_LIB=%s cannot be opened: %s", lib, dlerror());
-        snprintf(library, sizeof library, "%s", lib);
+        snprintf(O.library, sizeof O.library, "%s", lib);
         return h;
     }
     /* A copy the process already has, then the one beside the CUDA libraries of a PyTorch
@@ -98,7 +360,7 @@ static void *open_cupti(void)
     for (size_t i = 0; i < 2; i++) {
         h = dlopen(search_paths[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
         if (h) {
-            snprintf(library, sizeof library, "%s", search_paths[i]);
+            snprintf(O.library, sizeof O.library, "%s", search_paths[i]);
             return h;
         }
     }
@@ -109,45 +371,78 @@ static void *open_cupti(void)
     for (size_t i = 0; i < sizeof search_paths / sizeof *search_paths; i++) {
         h = dlopen(search_paths[i], RTLD_NOW | RTLD_LOCAL);
         if (h) {
-            snprintf(library, sizeof library, "%s", search_paths[i]);
+            snprintf(O.library, sizeof O.library, "%s", search_paths[i]);
             return h;
         }
     }
     return NULL;
 }
 
+static int watched_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof watched_prefixes / sizeof *watched_prefixes; i++)
+        if (strncmp(name, watched_prefixes[i], strlen(watched_prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* The callback ids to enable: every driver entry point whose name the guard watches. */
+static void choose_cbids(cb_name_fn cb_name)
+{
+    for (uint32_t id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE && id < MAX_CBIDS; id++) {
+        const char *name = NULL;
+        if (cb_name(CUPTI_CB_DOMAIN_DRIVER_API, id, &name) != CUPTI_SUCCESS || !name || !watched_name(name))
+            continue;
+        O.watched[O.nwatched++] = id;
+        O.is_launch[id] = strncmp(name, "cuLaunch", 8) == 0 && strncmp(name, "cuLaunchHostFunc", 16) != 0;
+    }
+}
+
 static void start(void)
 {
     ag_guard++;
-    void *h = open_cupti();
-    if (!h) {
+    O.mode = (int)ag_opt(AG_OPT_CUPTI)->num;
+    O.h = open_cupti();
+    if (!O.h) {
         ag_log(AG_LOG_INFO, "libcupti not found: the CUPTI observer is off (set AUTOGRAPH_CUPTI_LIB)");
         goto out;
     }
-    subscribe_fn subscribe = (subscribe_fn)ag_real_dlsym(h, "cuptiSubscribe");
-    enable_fn enable = (enable_fn)ag_real_dlsym(h, "cuptiEnableCallback");
-    result_string_fn result_string = (result_string_fn)ag_real_dlsym(h, "cuptiGetResultString");
-    if (!subscribe || !enable) {
-        ag_log(AG_LOG_WARN, "%s lacks cuptiSubscribe/cuptiEnableCallback: the CUPTI observer is off", library);
+    O.subscribe = (subscribe_fn)ag_real_dlsym(O.h, "cuptiSubscribe");
+    O.enable = (enable_fn)ag_real_dlsym(O.h, "cuptiEnableCallback");
+    O.unsubscribe = (unsubscribe_fn)ag_real_dlsym(O.h, "cuptiUnsubscribe");
+    O.finalize = (finalize_fn)ag_real_dlsym(O.h, "cuptiFinalize");
+    O.act_register = (act_register_fn)ag_real_dlsym(O.h, "cuptiActivityRegisterCallbacks");
+    O.act_enable = (act_kind_fn)ag_real_dlsym(O.h, "cuptiActivityEnable");
+    O.act_disable = (act_kind_fn)ag_real_dlsym(O.h, "cuptiActivityDisable");
+    O.act_flush = (act_flush_fn)ag_real_dlsym(O.h, "cuptiActivityFlushAll");
+    O.act_next = (act_next_fn)ag_real_dlsym(O.h, "cuptiActivityGetNextRecord");
+    cb_name_fn cb_name = (cb_name_fn)ag_real_dlsym(O.h, "cuptiGetCallbackName");
+    result_string_fn result_string = (result_string_fn)ag_real_dlsym(O.h, "cuptiGetResultString");
+    if (!O.subscribe || !O.enable || !cb_name) {
+        ag_log(AG_LOG_WARN, "%s lacks cuptiSubscribe/cuptiEnableCallback/cuptiGetCallbackName: the CUPTI "
+                            "observer is off", O.library);
         goto out;
     }
-    CUpti_SubscriberHandle sub;
-    CUptiResult r = subscribe(&sub, on_callback, NULL);
+    choose_cbids(cb_name);
+    CUptiResult r = attach();
     if (r != CUPTI_SUCCESS) {
         const char *s = "?";
         if (result_string)
             result_string(r, &s);
-        /* CUPTI takes one subscriber per process: a profiler got there first. */
-        ag_log(AG_LOG_WARN, "CUPTI subscription refused (%s): going on without the observer", s);
+        /* CUPTI takes one subscriber per process: a profiler got there first (said once, as a warning).
+         * Any other refusal (no GPU CUPTI can use, a driver it does not know) is only information. */
+        if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+            ag_log(AG_LOG_WARN, "CUPTI subscription refused (%s): going on without the observer", s);
+            O.state = ST_REFUSED;
+        } else {
+            ag_log(AG_LOG_INFO, "CUPTI cannot be used here (%s): the CUPTI observer is off", s);
+        }
         goto out;
     }
-    atomic_store(&launches, 0);
-    for (size_t i = 0; i < sizeof launch_cbids / sizeof *launch_cbids; i++) {
-        r = enable(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, launch_cbids[i]);
-        if (r != CUPTI_SUCCESS)
-            ag_log(AG_LOG_WARN, "CUPTI refused callback id %u (error %d)", (unsigned)launch_cbids[i], (int)r);
-    }
-    ag_log(AG_LOG_DEBUG, "CUPTI observer attached (%s)", library);
+    atomic_store(&O.launches, 0);
+    O.state = ST_ATTACHED;
+    O.attaches = 1;
+    ag_log(AG_LOG_DEBUG, "CUPTI observer attached (%s, %d callback ids)", O.library, O.nwatched);
 out:
     ag_guard--;
 }
@@ -157,15 +452,54 @@ int ag_cupti_start(void)
     if (ag_opt(AG_OPT_CUPTI)->num == AG_CUPTI_OFF)
         return 0;
     pthread_once(&start_once, start);
-    return atomic_load(&launches) >= 0 ? 0 : -ENOENT;
+    return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
 }
 
 long long ag_cupti_launches(void)
 {
-    return atomic_load_explicit(&launches, memory_order_relaxed);
+    return atomic_load_explicit(&O.launches, memory_order_relaxed);
 }
 
-const char *ag_cupti_library(void)
+int ag_cupti_mode(void)
 {
-    return library;
+    return (int)ag_opt(AG_OPT_CUPTI)->num;
+}
+
+/* Pending activity records are delivered first, so that the figures are complete. */
+void ag_cupti_stats(FILE *f)
+{
+    pthread_mutex_lock(&O.lock);
+    if (O.timing) {
+        ag_guard++;
+        O.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        ag_guard--;
+    }
+    pthread_mutex_lock(&O.names_lock);
+    uint64_t span = O.span_ns + (O.win_last > O.win_first ? O.win_last - O.win_first : 0);
+    fprintf(f, "  \"cupti\": {\"mode\": \"%s\", \"enabled\": %s, \"state\": \"%s\", \"library\": ",
+            ag_opt(AG_OPT_CUPTI)->text, atomic_load(&O.launches) >= 0 ? "true" : "false",
+            O.mode == AG_CUPTI_OFF ? "off" : state_names[O.state]);
+    ag_put_json_string(f, O.library);
+    fprintf(f, ",\n    \"launches\": %lld, \"unhooked\": %lld, \"unhooked_names\": [",
+            atomic_load(&O.launches) >= 0 ? atomic_load(&O.launches) : 0, atomic_load(&O.unhooked));
+    for (int i = 0; i < O.nnames; i++) {
+        fputs(i ? ", " : "", f);
+        ag_put_json_string(f, O.names[i]);
+    }
+    fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
+               "    \"kernels_timed\": %llu, \"kernel_us_mean\": ",
+            O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false",
+            (unsigned long long)O.kernels);
+    if (O.kernels)
+        fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);
+    else
+        fputs("null", f);
+    fputs(", \"gpu_busy_learning\": ", f);
+    if (span)
+        fprintf(f, "%.4f", (double)O.busy_ns / (double)span);
+    else
+        fputs("null", f);
+    fputs("}\n", f);
+    pthread_mutex_unlock(&O.names_lock);
+    pthread_mutex_unlock(&O.lock);
 }

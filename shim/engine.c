@@ -25,11 +25,21 @@ enum {
     FB_LAUNCH_FAILED,
     FB_PATCH_FAILED,
     FB_CONTEXT,
+    FB_UNHOOKED,
     FB_COUNT
 };
 static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
                                                "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
-                                               "other_context"};
+                                               "other_context", "unhooked_call"};
+
+/* AUTOGRAPH_CUPTI=learn: CUPTI is attached while the engine learns, in windows of at most
+ * ATTACH_WINDOW operations (callbacks and kernel timings slow eager work too: a program that never
+ * repeats must not pay for long), again after RELEARN_OPS operations in a row ran eagerly, but only
+ * once ATTACH_BACKOFF times the last window's length passed since it ended. */
+#define ATTACH_WINDOW 1024
+#define RELEARN_OPS 256
+#define ATTACH_BACKOFF 32
+#define UNHOOKED_KIND 0x0b5e7eULL
 
 static struct {
     pthread_mutex_t lock;
@@ -65,10 +75,16 @@ static struct {
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
     atomic_ullong eager_ns, eager_timed; /* measured outside the lock */
+    /* the CUPTI guard: attached while learning (AUTOGRAPH_CUPTI=learn); deferral stops for good after a
+     * call no hook saw, in learn mode (detached during replay, CUPTI could not see it again) */
+    int cupti_learning;
+    uint32_t eager_run;
+    uint64_t ops, attached_at, detached_at, window;
+    int unhooked_seen, guard_stopped;
     /* signatures of operations that failed when issued: never held back */
     uint64_t tainted[16];
     int ntainted;
-} E = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} E = {.lock = PTHREAD_MUTEX_INITIALIZER, .cupti_learning = 1};
 
 atomic_int ag_engine_on;
 
@@ -84,6 +100,19 @@ static void disable(const char *why, CUresult r)
     E.disabled = 1;
     atomic_store(&ag_engine_on, 0);
     ag_log(AG_LOG_ERROR, "engine disabled (%s, CUDA error %d); the program goes on with plain launches", why, (int)r);
+}
+
+/* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
+static void cupti_learning(int on)
+{
+    ag_cupti_learning(on);
+    E.cupti_learning = on;
+    if (on) {
+        E.attached_at = E.ops;
+    } else {
+        E.detached_at = E.ops;
+        E.window = E.ops - E.attached_at;
+    }
 }
 
 /* ---- arena and pending operations ---- */
@@ -172,6 +201,9 @@ static void complete(ag_variant_t *v)
         flush_eager(FB_PATCH_FAILED);
         return;
     }
+    if (E.cupti_learning)
+        cupti_learning(0); /* callbacks make a graph launch cost 200-365 us */
+    E.eager_run = 0;
     uint64_t t2 = now_ns();
     E.patch_ns += t2 - t1;
     CUresult r = ag_graph_launch(g, &c);
@@ -200,7 +232,7 @@ static void complete(ag_variant_t *v)
 
 static void refresh_candidates(void)
 {
-    E.ncand = ag_learner_candidates(&E.learner, E.cands);
+    E.ncand = E.guard_stopped ? 0 : ag_learner_candidates(&E.learner, E.cands);
     memcpy(E.match, E.cands, sizeof E.cands);
     E.nmatch = E.ncand;
 }
@@ -371,6 +403,10 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs++].pos = pos0;
     }
+    E.ops++;
+    if (E.cupti_learning ? E.ops - E.attached_at >= ATTACH_WINDOW
+                         : !deferred && ++E.eager_run >= RELEARN_OPS && E.ops - E.detached_at >= ATTACH_BACKOFF * E.window)
+        cupti_learning(!E.cupti_learning); /* a window ends, or learning again: the guard and the timings come back */
     int step = ag_learner_push(&E.learner, sig);
     if (step) {
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
@@ -849,11 +885,48 @@ void ag_engine_capture_failed(ag_id_t id)
 
 void ag_engine_exit(void)
 {
+    ag_hook_depth++; /* the held work issued now is the application's, seen by our hooks */
     pthread_mutex_lock(&E.lock);
     if (E.ready && !E.disabled)
         barrier(0xe817ULL, FB_BARRIER);
     atomic_store(&ag_engine_on, 0);
     E.disabled = 1;
+    pthread_mutex_unlock(&E.lock);
+    ag_hook_depth--;
+}
+
+/* Under the lock: everything held is issued, and nothing is deferred again. */
+static void stop_deferring(const char *why)
+{
+    if (E.guard_stopped)
+        return;
+    flush_eager(-1);
+    E.guard_stopped = 1;
+    refresh_candidates();
+    ag_log(AG_LOG_WARN, "%s: the shim stops deferring work", why);
+}
+
+void ag_engine_unhooked(void)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled) {
+        /* Held work runs before the call (we are in CUPTI's API-entry callback), and the call ends the
+         * segment: with the guard attached it is seen every time, so the learner cuts there. */
+        barrier(UNHOOKED_KIND, FB_UNHOOKED);
+        E.unhooked_seen = 1;
+        /* During replay CUPTI is detached and would not see it again: defer nothing from now on. */
+        if (ag_cupti_mode() == AG_CUPTI_LEARN)
+            stop_deferring("a call reached the driver past every hook (the CUPTI mode 'guard' keeps graphs "
+                           "around such calls, with slower graph launches)");
+    }
+    pthread_mutex_unlock(&E.lock);
+}
+
+void ag_engine_guard_lost(void)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.unhooked_seen)
+        stop_deferring("the CUPTI guard was released to a profiler after it had seen calls past every hook");
     pthread_mutex_unlock(&E.lock);
 }
 
@@ -906,13 +979,13 @@ void ag_engine_stats(FILE *f)
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
-               "    \"blocking_copies_in_graphs\": %llu,\n"
+               "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n    \"fallbacks\": {",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
             per_match, per_eager, saved_ms, E.learner.table.count,
-            (unsigned long long)E.copies_out, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
+            (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     for (int i = 0; i < FB_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);

@@ -79,6 +79,8 @@ extern atomic_int ag_bound;
 /* Depth of the shim's own calls into CUDA or CUPTI on this thread: hooks reached from there pass
  * straight through, uncounted. */
 extern AG_TLS int ag_guard;
+/* Inside a barrier or deferrable hook on this thread (driver calls made now were seen by a hook). */
+extern AG_TLS int ag_hook_depth;
 
 void ag_bind_cuda(void);
 static inline void *ag_real_get(ag_id_t id)
@@ -114,6 +116,8 @@ static inline void ag_count(ag_id_t id)
         atomic_store_explicit(&t->n[id], atomic_load_explicit(&t->n[id], memory_order_relaxed) + 1,
                               memory_order_relaxed);
 }
+/* Writes s as a JSON string literal. */
+void ag_put_json_string(FILE *f, const char *s);
 extern atomic_ulong ag_unmatched_proc;
 void ag_stats_totals(uint64_t out[AG_ID_COUNT]);
 void ag_stats_fork_child(void);
@@ -145,6 +149,12 @@ void ag_engine_barrier(ag_id_t id);
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */
 void ag_engine_exit(void);
+/* The CUPTI guard saw a driver call that no hook saw (on this thread, now, before it runs): deferred
+ * work is issued first, and deferral stops for good (AUTOGRAPH_CUPTI=learn) or the learner cuts the
+ * segment there (guard, always: CUPTI sees the call every time). */
+void ag_engine_unhooked(void);
+/* The CUPTI observer was released (a profiler took CUPTI): after calls past every hook, deferral stops. */
+void ag_engine_guard_lost(void);
 void ag_engine_fork_prepare(void);
 void ag_engine_fork_parent(void);
 void ag_engine_fork_child(void);
@@ -158,6 +168,11 @@ void ag_engine_stats(FILE *f);
 int ag_cupti_start(void);
 /* Launches CUPTI saw on API entry; -1 when the observer is not running. */
 long long ag_cupti_launches(void);
-const char *ag_cupti_library(void);
+/* AUTOGRAPH_CUPTI=learn: the engine learns (1: callbacks and timings on) or replays graphs (0: off). */
+void ag_cupti_learning(int learning);
+/* AUTOGRAPH_CUPTI as an AG_CUPTI_* value. */
+int ag_cupti_mode(void);
+/* Writes the "cupti" member of the statistics JSON (the last member: no trailing comma). */
+void ag_cupti_stats(FILE *f);
 
 #endif

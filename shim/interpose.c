@@ -11,7 +11,8 @@
 #include "internal.h"
 
 /* Plain pass-through: count, then call the driver. A hook reached from the shim's own calls
- * (ag_guard) is not counted. */
+ * (ag_guard) is not counted. Barriers and deferrable operations raise ag_hook_depth around their
+ * driver calls: the CUPTI coverage guard tells a call no hook saw by a depth of 0. */
 #define AG_PASSTHROUGH(name, params, args)                                                            \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
@@ -30,12 +31,14 @@
         if (AG_UNLIKELY(ag_guard))                                                                    \
             return real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                         \
         ag_count(AG_ID_##name);                                                                       \
+        ag_hook_depth++;                                                                              \
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             ag_engine_barrier(AG_ID_##name);                                                          \
         CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
             atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             ag_engine_capture_failed(AG_ID_##name);                                                   \
+        ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }
 
@@ -51,9 +54,12 @@
         if (AG_UNLIKELY(ag_guard))                                                                    \
             return real_ args;                                                                        \
         ag_count(AG_ID_##name);                                                                       \
-        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                               \
-            return real_ args;                                                                        \
-        return AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args);                                       \
+        ag_hook_depth++;                                                                              \
+        CUresult r_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed)                       \
+                          ? AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args)                           \
+                          : real_ args;                                                               \
+        ag_hook_depth--;                                                                              \
+        return r_;                                                                                    \
     }
 #define AG_ENGINE_cuLaunchKernel ag_engine_launch
 #define AG_ENGINE_cuLaunchKernel_ptsz ag_engine_launch

@@ -21,10 +21,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "Which work the shim may take over. 'all': every repeating kernel launch, memset and "
                       "device-to-device copy; 'off': every call goes straight to the driver (statistics are "
                       "still counted)."},
-    [AG_OPT_CUPTI] = {"AUTOGRAPH_CUPTI", AG_OPT_ENUM, "off", "off|always",
-                      "CUPTI observer. 'always' subscribes to the driver's launch callbacks for the whole "
-                      "run and reports the launches CUPTI saw next to the ones the hooks saw (coverage). "
-                      "For checking only: with CUPTI callbacks enabled, graph launches are much slower."},
+    [AG_OPT_CUPTI] = {"AUTOGRAPH_CUPTI", AG_OPT_ENUM, "learn", "off|learn|guard|always",
+                      "CUPTI observer. 'learn': while the shim learns, CUPTI callbacks catch launches, copies "
+                      "and syncs that reached the driver past every hook (deferred work is issued before "
+                      "them, and the shim stops deferring if they recur) and kernel timings are recorded; "
+                      "both are switched off before graphs are replayed (with callbacks on, graph launches "
+                      "cost 200-365 us). 'guard': callbacks on for the whole run (safest, slow graph "
+                      "launches). 'always': callbacks and timings for the whole run (for checking "
+                      "coverage). 'off': no CUPTI. A profiler that subscribes later gets CUPTI."},
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
                           "libcupti to open instead of searching the usual places (a copy already loaded, "
                           "the one beside a PyTorch installation's NVIDIA wheels, the CUDA toolkit's)."},
@@ -34,7 +38,7 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_CHUNK] = {"AUTOGRAPH_CHUNK", AG_OPT_INT, "128", "4..8192",
                       "Most operations per graph. Long segments are cut into chunks so that the GPU runs one "
                       "chunk while the CPU issues the next; chunks shrink toward the expected sync point."},
-    [AG_OPT_CHUNK_FIRST] = {"AUTOGRAPH_CHUNK_FIRST", AG_OPT_INT, "4", "0..8192",
+    [AG_OPT_CHUNK_FIRST] = {"AUTOGRAPH_CHUNK_FIRST", AG_OPT_INT, "8", "0..8192",
                             "Operations in the first chunk after a sync. The GPU is idle after a sync: a small "
                             "first chunk starts it at once, and each later chunk is as large as all before it "
                             "(up to AUTOGRAPH_CHUNK). 0: every chunk is AUTOGRAPH_CHUNK long."},

@@ -35,7 +35,7 @@ typedef enum {
 /* Enum values, in the order of the option's `values` text. */
 enum { AG_LOG_ERROR, AG_LOG_WARN, AG_LOG_INFO, AG_LOG_DEBUG, AG_LOG_TRACE };
 enum { AG_SCOPE_OFF, AG_SCOPE_ALL };
-enum { AG_CUPTI_OFF, AG_CUPTI_ALWAYS };
+enum { AG_CUPTI_OFF, AG_CUPTI_LEARN, AG_CUPTI_GUARD, AG_CUPTI_ALWAYS };
 
 typedef struct {
     long num;         /* enum index or integer value */

@@ -121,7 +121,7 @@ static int expand_path(const char *pattern, char *out, size_t outlen)
     return has_pid;
 }
 
-static void put_json_string(FILE *f, const char *s)
+void ag_put_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -156,7 +156,7 @@ static int write_json(const char *path, const uint64_t *tot)
     for (int i = 0; i < AG_ID_COUNT; i++)
         total += tot[i];
     fprintf(f, "{\n  \"autograph\": 1,\n  \"pid\": %d,\n  \"scope\": ", (int)getpid());
-    put_json_string(f, ag_opt(AG_OPT_SCOPE)->text);
+    ag_put_json_string(f, ag_opt(AG_OPT_SCOPE)->text);
     fprintf(f, ",\n");
     fprintf(f, "  \"launches\": %llu,\n  \"calls_total\": %llu,\n  \"calls\": {",
             (unsigned long long)launches_of(tot), (unsigned long long)total);
@@ -173,18 +173,11 @@ static int write_json(const char *path, const uint64_t *tot)
     int nn = ag_unmatched_names(&names);
     for (int i = 0; i < nn; i++) {
         fputs(i ? ", " : "", f);
-        put_json_string(f, names[i]);
+        ag_put_json_string(f, names[i]);
     }
     fprintf(f, "],\n");
     ag_engine_stats(f);
-    long long cl = ag_cupti_launches();
-    if (cl >= 0) {
-        fprintf(f, "  \"cupti\": {\"enabled\": true, \"launches\": %lld, \"library\": ", cl);
-        put_json_string(f, ag_cupti_library());
-        fprintf(f, "}\n");
-    } else {
-        fprintf(f, "  \"cupti\": {\"enabled\": false}\n");
-    }
+    ag_cupti_stats(f);
     fprintf(f, "}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {

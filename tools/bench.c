@@ -16,7 +16,7 @@
 
 const char ag_help_bench[] =
     "usage: autograph bench [--reps N] [--samples a,b,c] [--iters N] [--json] [--bin DIR] [--lib PATH]\n"
-    "                       [--timeout SECONDS]\n"
+    "                       [--timeout SECONDS] [--cupti-compare]\n"
     "\n"
     "Runs each sample three ways, interleaved rep by rep: eager (plain), shim (libautograph.so\n"
     "preloaded) and graph (the sample's own --graph mode, '-' where unsupported). Prints the median\n"
@@ -32,6 +32,10 @@ const char ag_help_bench[] =
     "  --bin DIR         where the sample binaries are (default: the directory of autograph)\n"
     "  --lib PATH        the library (default: <dir of autograph>/../lib/libautograph.so)\n"
     "  --timeout S       kill a run after S seconds (default 600)\n"
+    "  --cupti-compare   add a fourth run per rep: the shim with AUTOGRAPH_CUPTI=off (its output must\n"
+    "                    match eager too), and the columns `cupti-off ms` and `learn/off` (shim ms over\n"
+    "                    cupti-off ms: near 1.00x when the CUPTI observer used while learning, the\n"
+    "                    default AUTOGRAPH_CUPTI=learn, leaves replay speed alone)\n"
     "\n"
     "Exit code 0; 1 when outputs differ (MISMATCH) or a run fails; 77 without a GPU.\n";
 
@@ -49,8 +53,10 @@ static const char *const default_samples[] = { "launch_bound", "mlp_train",   "c
 #define MAX_REPS 100
 #define MAX_SAMPLES 64
 
-enum { V_EAGER, V_SHIM, V_GRAPH, V_COUNT };
-static const char *const variant_names[V_COUNT] = { "eager", "shim", "graph" };
+/* V_CUPTI_OFF (--cupti-compare) is the shim run again with AUTOGRAPH_CUPTI=off. It comes last so that
+ * without the option every loop and every output is what it was before the variant existed. */
+enum { V_EAGER, V_SHIM, V_GRAPH, V_CUPTI_OFF, V_COUNT };
+static const char *const variant_names[V_COUNT] = { "eager", "shim", "graph", "cupti-off" };
 
 typedef struct {
     const char *name;
@@ -60,7 +66,7 @@ typedef struct {
     double ms[V_COUNT][MAX_REPS];
     int n[V_COUNT];
     int failures[V_COUNT];
-    int compared;      /* eager/shim pairs compared */
+    int compared;      /* eager/shim (and eager/cupti-off) pairs compared */
     int mismatches;    /* ... that differed */
     int graph_differs; /* graph checksum differed from eager (reported, not fatal) */
     double host_ns[MAX_REPS];
@@ -75,6 +81,7 @@ typedef struct {
     long iters; /* 0: the sample's default */
     int json;
     int with_graph;
+    int cupti_compare;
     const char *bin;
     const char *lib;
     long timeout_s;
@@ -194,8 +201,11 @@ static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env
     if (variant == V_GRAPH)
         argv[argc++] = "--graph";
     argv[argc] = NULL;
-    if (variant == V_SHIM) {
-        if ((size_t)snprintf(stats, sizeof(stats), "%s/stats-%s-%ld.json", tmpdir, s->name, rep) >= sizeof(stats))
+    /* The cupti-off run writes statistics too, so that its environment differs from the shim run's in
+     * AUTOGRAPH_CUPTI alone (and never into the user's own AUTOGRAPH_STATS file); they are not read. */
+    if (variant == V_SHIM || variant == V_CUPTI_OFF) {
+        if ((size_t)snprintf(stats, sizeof(stats), "%s/stats-%s-%ld%s.json", tmpdir, s->name, rep,
+                             variant == V_CUPTI_OFF ? "-cupti-off" : "") >= sizeof(stats))
             return -ENAMETOOLONG;
         unlink(stats);
         rc = ag_env_set(env, "AUTOGRAPH_STATS", stats);
@@ -224,17 +234,17 @@ static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env
     }
     s->ms[variant][s->n[variant]++] = ms;
     *cks = checksum_lines(c.out);
-    if (variant == V_SHIM) {
+    if (variant == V_SHIM)
         read_shim_stats(s, stats);
+    if (variant == V_SHIM || variant == V_CUPTI_OFF)
         unlink(stats);
-    }
 out:
     ag_child_free(&c);
     return 0;
 }
 
 static void compare_outputs(const bench_t *b, sample_t *s, long rep, const char *eager, const char *shim,
-                            const char *graph)
+                            const char *graph, const char *cupti_off)
 {
     char le[160], ls[160];
     if (eager && shim) {
@@ -249,6 +259,19 @@ static void compare_outputs(const bench_t *b, sample_t *s, long rep, const char 
                     b->cmd, s->name, rep, le, ls);
         }
     }
+    if (eager && cupti_off) {
+        s->compared++;
+        if (strcmp(eager, cupti_off) != 0) {
+            s->mismatches++;
+            first_line(eager, le, sizeof(le));
+            first_line(cupti_off, ls, sizeof(ls));
+            fprintf(stderr,
+                    "autograph %s: MISMATCH: %s rep %ld: the output under libautograph.so with AUTOGRAPH_CUPTI=off "
+                    "differs from eager!\n"
+                    "    eager:     %s\n    cupti-off: %s\n",
+                    b->cmd, s->name, rep, le, ls);
+        }
+    }
     if (eager && graph && strcmp(eager, graph) != 0 && !s->graph_differs) {
         s->graph_differs = 1;
         fprintf(stderr, "autograph %s: note: %s: the sample's own --graph mode prints a different checksum\n",
@@ -256,7 +279,7 @@ static void compare_outputs(const bench_t *b, sample_t *s, long rep, const char 
     }
 }
 
-static int run_all(bench_t *b, ag_env_t *plain, ag_env_t *shim, const char *tmpdir)
+static int run_all(bench_t *b, ag_env_t *const env[V_COUNT], const char *tmpdir)
 {
     for (size_t i = 0; i < b->nsamples; i++) {
         sample_t *s = &b->samples[i];
@@ -265,15 +288,17 @@ static int run_all(bench_t *b, ag_env_t *plain, ag_env_t *shim, const char *tmpd
         if (!b->json)
             fprintf(stderr, "autograph %s: %s: %ld rep%s ...\n", b->cmd, s->name, b->reps, b->reps == 1 ? "" : "s");
         for (long rep = 1; rep <= b->reps; rep++) {
-            char *cks[V_COUNT] = { NULL, NULL, NULL };
+            char *cks[V_COUNT] = { NULL };
             int rc = 0;
             for (int v = 0; v < V_COUNT && rc == 0; v++) {
                 if (v == V_GRAPH && (!b->with_graph || s->graph_unsupported))
                     continue;
-                rc = run_one(b, s, v, rep, v == V_SHIM ? shim : plain, tmpdir, &cks[v]);
+                if (v == V_CUPTI_OFF && !b->cupti_compare)
+                    continue;
+                rc = run_one(b, s, v, rep, env[v], tmpdir, &cks[v]);
             }
             if (rc == 0)
-                compare_outputs(b, s, rep, cks[V_EAGER], cks[V_SHIM], cks[V_GRAPH]);
+                compare_outputs(b, s, rep, cks[V_EAGER], cks[V_SHIM], cks[V_GRAPH], cks[V_CUPTI_OFF]);
             for (int v = 0; v < V_COUNT; v++)
                 free(cks[v]);
             if (rc)
@@ -310,11 +335,14 @@ static const char *identical_text(const sample_t *s)
 
 static void print_bench_table(const bench_t *b)
 {
-    printf("%-14s %10s %10s %10s %10s %10s %9s %13s %9s\n", "sample", "eager ms", "shim ms", "graph ms",
-           "eager/shim", "shim/graph", "identical", "host ns/match", "replayed");
+    printf("%-14s %10s %10s", "sample", "eager ms", "shim ms");
+    if (b->cupti_compare)
+        printf(" %12s %10s", "cupti-off ms", "learn/off");
+    printf(" %10s %10s %10s %9s %13s %9s\n", "graph ms", "eager/shim", "shim/graph", "identical", "host ns/match",
+           "replayed");
     for (size_t i = 0; i < b->nsamples; i++) {
         const sample_t *s = &b->samples[i];
-        char e[32], sh[32], g[32], r1[32], r2[32], ns[32], rp[32];
+        char e[32], sh[32], g[32], r1[32], r2[32], ns[32], rp[32], off[32], roff[32];
         if (s->missing) {
             printf("%-14s %10s\n", s->name, "(missing)");
             continue;
@@ -323,6 +351,12 @@ static void print_bench_table(const bench_t *b)
         fmt_ms(sh, sizeof(sh), s, V_SHIM);
         fmt_ms(g, sizeof(g), s, V_GRAPH);
         double me = median(s->ms[V_EAGER], s->n[V_EAGER]), msh = median(s->ms[V_SHIM], s->n[V_SHIM]);
+        printf("%-14s %10s %10s", s->name, e, sh);
+        if (b->cupti_compare) {
+            fmt_ms(off, sizeof(off), s, V_CUPTI_OFF);
+            fmt_ratio(roff, sizeof(roff), msh, median(s->ms[V_CUPTI_OFF], s->n[V_CUPTI_OFF]));
+            printf(" %12s %10s", off, roff);
+        }
         fmt_ratio(r1, sizeof(r1), me, msh);
         fmt_ratio(r2, sizeof(r2), msh, median(s->ms[V_GRAPH], s->n[V_GRAPH]));
         if (s->n_host_ns)
@@ -333,10 +367,13 @@ static void print_bench_table(const bench_t *b)
             snprintf(rp, sizeof(rp), "%.1f%%", 100.0 * median(s->replayed, s->n_replayed));
         else
             snprintf(rp, sizeof(rp), "-");
-        printf("%-14s %10s %10s %10s %10s %10s %9s %13s %9s\n", s->name, e, sh, g, r1, r2, identical_text(s), ns, rp);
+        printf(" %10s %10s %10s %9s %13s %9s\n", g, r1, r2, identical_text(s), ns, rp);
     }
     printf("(medians of %ld interleaved rep%s; eager/shim above 1 means the library was faster)\n", b->reps,
            b->reps == 1 ? "" : "s");
+    if (b->cupti_compare)
+        printf("(learn/off: shim ms with the default AUTOGRAPH_CUPTI=learn over shim ms with AUTOGRAPH_CUPTI=off;\n"
+               " near 1.00x means the CUPTI observer used while learning does not slow replay)\n");
 }
 
 static void json_num(double v)
@@ -363,14 +400,22 @@ static void print_bench_json(const bench_t *b, int failed)
         printf("%s\n  {\"name\": ", i ? "," : "");
         ag_json_write_string(stdout, s->name, strlen(s->name));
         printf(", \"missing\": %s", s->missing ? "true" : "false");
-        for (int v = 0; v < V_COUNT; v++) {
+        for (int v = V_EAGER; v <= V_GRAPH; v++) {
             printf(", \"%s_ms\": ", variant_names[v]);
             json_num(m[v]);
+        }
+        if (b->cupti_compare) {
+            fputs(", \"cupti_off_ms\": ", stdout);
+            json_num(m[V_CUPTI_OFF]);
         }
         fputs(", \"eager_over_shim\": ", stdout);
         json_num(m[V_SHIM] > 0 ? m[V_EAGER] / m[V_SHIM] : NAN);
         fputs(", \"shim_over_graph\": ", stdout);
         json_num(m[V_GRAPH] > 0 ? m[V_SHIM] / m[V_GRAPH] : NAN);
+        if (b->cupti_compare) {
+            fputs(", \"shim_over_cupti_off\": ", stdout);
+            json_num(m[V_CUPTI_OFF] > 0 ? m[V_SHIM] / m[V_CUPTI_OFF] : NAN);
+        }
         printf(", \"graph_supported\": %s", s->graph_unsupported ? "false" : "true");
         printf(", \"outputs_identical\": %s", s->compared == 0 ? "null" : s->mismatches ? "false" : "true");
         printf(", \"graph_output_differs\": %s", s->graph_differs ? "true" : "false");
@@ -378,9 +423,14 @@ static void print_bench_json(const bench_t *b, int failed)
         json_num(median(s->host_ns, s->n_host_ns));
         fputs(", \"replayed_fraction\": ", stdout);
         json_num(median(s->replayed, s->n_replayed));
-        printf(", \"runs\": {\"eager\": %d, \"shim\": %d, \"graph\": %d}", s->n[V_EAGER], s->n[V_SHIM], s->n[V_GRAPH]);
-        printf(", \"failures\": {\"eager\": %d, \"shim\": %d, \"graph\": %d}}", s->failures[V_EAGER],
+        printf(", \"runs\": {\"eager\": %d, \"shim\": %d, \"graph\": %d", s->n[V_EAGER], s->n[V_SHIM], s->n[V_GRAPH]);
+        if (b->cupti_compare)
+            printf(", \"cupti_off\": %d", s->n[V_CUPTI_OFF]);
+        printf("}, \"failures\": {\"eager\": %d, \"shim\": %d, \"graph\": %d", s->failures[V_EAGER],
                s->failures[V_SHIM], s->failures[V_GRAPH]);
+        if (b->cupti_compare)
+            printf(", \"cupti_off\": %d", s->failures[V_CUPTI_OFF]);
+        fputs("}}", stdout);
     }
     puts("\n]}");
 }
@@ -401,7 +451,7 @@ static void print_demo_table(const bench_t *b)
 static int bench_main(bench_t *b)
 {
     ag_gpu_info_t gpu;
-    ag_env_t plain = { 0 }, shim = { 0 };
+    ag_env_t plain = { 0 }, shim = { 0 }, cupti_off = { 0 };
     char bindir[PATH_MAX], lib[PATH_MAX], tmpdir[PATH_MAX];
     int ret = 1, rc, have_tmp = 0;
     size_t present = 0;
@@ -460,6 +510,12 @@ static int bench_main(bench_t *b)
         rc = ag_env_init(&shim);
     if (!rc)
         rc = ag_env_set(&shim, "LD_PRELOAD", preload);
+    if (!rc && b->cupti_compare)
+        rc = ag_env_init(&cupti_off);
+    if (!rc && b->cupti_compare)
+        rc = ag_env_set(&cupti_off, "LD_PRELOAD", preload);
+    if (!rc && b->cupti_compare)
+        rc = ag_env_set(&cupti_off, "AUTOGRAPH_CUPTI", "off");
     free(stripped);
     free(preload);
     if (rc) {
@@ -467,7 +523,9 @@ static int bench_main(bench_t *b)
         goto out;
     }
 
-    rc = run_all(b, &plain, &shim, tmpdir);
+    ag_env_t *const env[V_COUNT] = { [V_EAGER] = &plain, [V_SHIM] = &shim, [V_GRAPH] = &plain,
+                                     [V_CUPTI_OFF] = &cupti_off };
+    rc = run_all(b, env, tmpdir);
     if (rc) {
         fprintf(stderr, "autograph %s: %s\n", b->cmd, strerror(-rc));
         goto out;
@@ -475,7 +533,8 @@ static int bench_main(bench_t *b)
     int mismatch = 0, failed = 0;
     for (size_t i = 0; i < b->nsamples; i++) {
         mismatch |= b->samples[i].mismatches != 0;
-        failed |= b->samples[i].failures[V_EAGER] || b->samples[i].failures[V_SHIM] || b->samples[i].failures[V_GRAPH];
+        for (int v = 0; v < V_COUNT; v++)
+            failed |= b->samples[i].failures[v] != 0;
     }
     if (b->json)
         print_bench_json(b, mismatch || failed);
@@ -493,6 +552,7 @@ static int bench_main(bench_t *b)
 out:
     ag_env_free(&plain);
     ag_env_free(&shim);
+    ag_env_free(&cupti_off);
     if (have_tmp)
         rmdir(tmpdir);
     fflush(stdout);
@@ -538,6 +598,10 @@ int ag_cmd_bench(int argc, char **argv)
         }
         if (strcmp(a, "--json") == 0) {
             b.json = 1;
+            continue;
+        }
+        if (strcmp(a, "--cupti-compare") == 0) {
+            b.cupti_compare = 1;
             continue;
         }
         if (strcmp(a, "--reps") && strcmp(a, "--iters") && strcmp(a, "--samples") && strcmp(a, "--bin") &&

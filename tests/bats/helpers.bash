@@ -16,13 +16,14 @@ run_pair() {
 }
 
 # stat FILE KEY: a value from the statistics JSON; KEY is dotted ("cupti.launches"); "null" if absent.
+# Strings come bare, anything else as JSON (true, false, ["cuLaunchKernel"]).
 stat() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
 for k in sys.argv[2].split('.'):
     v = v.get(k) if isinstance(v, dict) else None
-print('null' if v is None else v)
+print(v if isinstance(v, str) else json.dumps(v))
 PY
 }
 
@@ -60,7 +61,9 @@ fb = {k: v for k, v in r.get("fallbacks", {}).items() if v}
 print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} replayed={rep:<7} "
       f"({100.0 * rep / max(1, n):5.1f}%) graphs={r.get('graphs_built', 0):<4} "
       f"ns/match={r.get('host_ns_per_match', 0):.0f} fallbacks={fb or '-'} "
-      f"unmatched={s.get('unmatched_proc_names') or '-'}")
+      f"unmatched={s.get('unmatched_proc_names') or '-'} unhooked={c.get('unhooked', '-')}"
+      f"{c.get('unhooked_names') or ''} cupti={c.get('mode', '-')}/{c.get('state', '-')}"
+      f" det={c.get('detaches', '-')} busy={c.get('gpu_busy_learning', '-')}")
 PY
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Python workloads on the GPU (PyTorch eager with cuBLAS, torch.compile with Triton, CuPy): identical
-# results with and without the shim, and every launch CUPTI saw reached a hook.
+# results with and without the shim, and every launch CUPTI saw reached a hook. Under torch.profiler the
+# shim must leave CUPTI to the profiler.
 
 load helpers
 
@@ -45,4 +46,27 @@ need() {
     AUTOGRAPH_CUPTI=always run_pair "$BATS_TEST_TMPDIR/cupy" python3 "$SRC_DIR/tests/python/cupy_loop.py" --iters 20
     same_output "$BATS_TEST_TMPDIR/cupy"
     coverage_ok "$BATS_TEST_TMPDIR/cupy" cupy_loop
+}
+
+@test "PyTorch under torch.profiler: identical losses, CUPTI left to the profiler" {
+    need torch
+    unset AUTOGRAPH_CUPTI  # the default mode (learn) holds CUPTI until a profiler wants it
+    local d=$BATS_TEST_TMPDIR/profile state released plain_ev shim_ev
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 20 --profile
+    same_output "$d"
+    state=$(stat "$d/stats.json" cupti.state)
+    released=$(stat "$d/stats.json" cupti.released_to_profiler)
+    plain_ev=$(sed -n 's/^profiled_cuda_events: //p' "$d/plain.err")
+    shim_ev=$(sed -n 's/^profiled_cuda_events: //p' "$d/shim.err")
+    if [ "$released" = true ]; then
+        echo "# torch.profiler: the shim held CUPTI first and released it to the profiler (state $state)" >&3
+    elif [ "$state" = refused ]; then
+        echo "# torch.profiler: the profiler held CUPTI first, the shim's subscription was refused" >&3
+    else
+        echo "# torch.profiler: CUPTI neither released nor refused (state $state, released $released)" >&3
+    fi
+    echo "# CUDA events the profiler recorded: plain $plain_ev, under the shim $shim_ev" >&3
+    [ "$released" = true ] || [ "$state" = refused ]
+    # Whichever came first, the profiler must not lose its CUDA activity to the shim.
+    [ "${plain_ev:-0}" = 0 ] || [ "${shim_ev:-0}" -gt 0 ]
 }

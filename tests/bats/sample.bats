@@ -33,3 +33,18 @@ setup() {
     [ "$(stat "$OUT/stats.json" replay.launches_replayed)" = null ] || \
         [ "$(stat "$OUT/stats.json" replay.launches_replayed)" = 0 ]
 }
+
+@test "$SAMPLE: default CUPTI mode (learn): guard while learning, detached for replay, no call past the hooks" {
+    AUTOGRAPH_CUPTI=learn run_pair "$OUT" "$BIN/$SAMPLE" --iters "${ITERS:-40}"
+    same_output "$OUT"
+    [ "$(stat "$OUT/stats.json" cupti.unhooked)" = 0 ]
+    state=$(stat "$OUT/stats.json" cupti.state)
+    echo "# cupti state $state, detaches $(stat "$OUT/stats.json" cupti.detaches), busy while learning $(stat "$OUT/stats.json" cupti.gpu_busy_learning)" >&3
+    if [ "$(stat "$OUT/stats.json" replay.launches_replayed)" -gt 0 ]; then
+        # Graphs were launched: CUPTI was detached before the first one.
+        [ "$(stat "$OUT/stats.json" cupti.detaches)" -ge 1 ]
+    fi
+    [ "$(stat "$OUT/stats.json" cupti.kernels_timed)" -gt 0 ]
+    summary "$OUT" "$SAMPLE/learn"
+    replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
+}

@@ -32,12 +32,17 @@
  * - Host functions and kernels must not call the driver (CUDA forbids it): such calls return
  *   CUDA_ERROR_NOT_PERMITTED.
  * - One recursive mutex guards the whole fake: any thread may call in at any time.
+ * - CUPTI: when the stand-in libcupti of tests/cupti is loaded (however: linked, or dlopen'ed local),
+ *   the entry points CUPTI traces (launches, copies, memsets, syncs and queries, event record and wait,
+ *   graph launch, host functions) report API entry and exit to it under their real callback ids, and
+ *   every kernel run (eager or from a graph) is reported with its CLOCK_MONOTONIC start and end.
  * - Failure injection for tests of error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes the
  *   entry point `name` (its ABI name) return CUDA_ERROR_UNKNOWN, doing nothing, from its n-th call on.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
 
+#include <cuda.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -60,6 +65,13 @@ int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, unsigned n
 
 /* Reseeds the scheduler's PRNG (also settable with FAKECUDA_SEED before the first call). */
 void fakecuda_set_seed(unsigned seed);
+
+/* Exactly cuLaunchKernel, CUPTI reports included (under cuLaunchKernel's callback id and name), through
+ * a name the shim does not hook: a launch that reaches the driver by a route no hook sees (a pointer
+ * read from libcuda's symbol table, say), for the tests of the shim's CUPTI coverage guard. */
+CUresult fakecuda_unhooked_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                  unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **kp,
+                                  void **extra);
 
 typedef struct {
     unsigned long long kernels_executed; /* kernels run, eager or from graphs */

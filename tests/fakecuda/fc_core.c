@@ -371,7 +371,7 @@ static CUresult fc_ctx_sync(void)
     if (r) return r;
     return fc_sync_all();
 }
-CUresult cuCtxSynchronize(void) { FC_API(1, fc_ctx_sync()); }
+CUresult cuCtxSynchronize(void) { FC_TRACED(cuCtxSynchronize, 1, fc_ctx_sync()); }
 
 static CUresult fc_ctx_sync2(CUcontext c)
 {
@@ -379,7 +379,7 @@ static CUresult fc_ctx_sync2(CUcontext c)
     if (!c && !fc_cur_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
     return fc_ctx_sync();
 }
-CUresult cuCtxSynchronize_v2(CUcontext c) { FC_API(0, fc_ctx_sync2(c)); }
+CUresult cuCtxSynchronize_v2(CUcontext c) { FC_TRACED(cuCtxSynchronize_v2, 0, fc_ctx_sync2(c)); }
 
 /* ---- errors ---- */
 #define FC_ERRS(X)                                                                                 \

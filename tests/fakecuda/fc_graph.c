@@ -436,8 +436,8 @@ static CUresult fc_graph_launch(CUgraphExec hx, CUstream hs, int ptds)
     free(ready);
     return r;
 }
-CUresult cuGraphLaunch(CUgraphExec x, CUstream s) { FC_API(1, fc_graph_launch(x, s, FC_LEGACY)); }
-CUresult cuGraphLaunch_ptsz(CUgraphExec x, CUstream s) { FC_API(1, fc_graph_launch(x, s, FC_PTDS)); }
+CUresult cuGraphLaunch(CUgraphExec x, CUstream s) { FC_TRACED(cuGraphLaunch, 1, fc_graph_launch(x, s, FC_LEGACY)); }
+CUresult cuGraphLaunch_ptsz(CUgraphExec x, CUstream s) { FC_TRACED(cuGraphLaunch_ptsz, 1, fc_graph_launch(x, s, FC_PTDS)); }
 
 /* ---- stream capture ---- */
 void fc_capture_invalidate(fc_capture *c) { c->invalidated = 1; }

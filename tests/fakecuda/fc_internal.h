@@ -6,6 +6,7 @@
 
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <cupti_driver_cbid.h> /* an enum only: no link dependency on libcupti */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -184,14 +185,23 @@ void fc_leave(void);
  * the entry point `name` return CUDA_ERROR_UNKNOWN (doing nothing) from its n-th call on (n = 1 when
  * omitted). */
 int fc_inject(const char *func);
-#define FC_API(need_ctx, expr)                                                                     \
+/* The body of every entry point. One the real driver reports to CUPTI names its callback id (cbid
+ * nonzero) and reports entry and exit to the stand-in libcupti, outside the lock: the subscriber's
+ * callback may call the driver. */
+#define FC_API_AS_(cbid, name, need_ctx, expr)                                                     \
     do {                                                                                           \
+        if (cbid) fc_cupti_api(cbid, name, 0);                                                     \
         CUresult fc_r_ = fc_enter(need_ctx);                                                       \
         if (fc_r_ == CUDA_SUCCESS && fc_inject(__func__)) fc_r_ = CUDA_ERROR_UNKNOWN;              \
         else if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                            \
         fc_leave();                                                                                \
+        if (cbid) fc_cupti_api(cbid, name, 1);                                                     \
         return fc_r_;                                                                              \
     } while (0)
+#define FC_API(need_ctx, expr) FC_API_AS_(0, "", need_ctx, expr)
+/* The entry points CUPTI traces (launches, copies, memsets, syncs and queries, event record and wait,
+ * graph launch, host functions): name is the ABI name, which is also its callback id's name. */
+#define FC_TRACED(name, need_ctx, expr) FC_API_AS_(CUPTI_DRIVER_TRACE_CBID_##name, #name, need_ctx, expr)
 int fc_obj_register(void *obj, int kind);
 int fc_obj_valid(const void *obj, int kind);
 void *fc_obj_new(size_t size, int kind);
@@ -226,6 +236,12 @@ int fc_event_done(const fc_event *e);
 CUresult fc_legacy_capture_check(fc_stream *s, int invalidate);
 void fc_launch_free(fc_launch *kl);
 int fc_launch_dup(const fc_launch *src, fc_launch *dst);
+
+/* cupti: reports to the stand-in libcupti of tests/cupti, when one is loaded */
+void fc_cupti_api(uint32_t cbid, const char *name, int site);
+/* A kernel's clock: the start, taken before it runs, and the report, after it ran (under the lock). */
+uint64_t fc_cupti_kernel_start(void);
+void fc_cupti_kernel_end(uint64_t start);
 
 /* graphs and capture */
 fc_node *fc_node_new(fc_graph *g, CUgraphNodeType type, fc_node *const *deps, size_t ndeps);

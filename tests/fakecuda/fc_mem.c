@@ -368,40 +368,40 @@ static CUresult copy_peer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext 
 #define HD CU_MEMORYTYPE_HOST
 #define DV CU_MEMORYTYPE_DEVICE
 #define UN CU_MEMORYTYPE_UNIFIED
-CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_API(1, copy_1d(UN, NULL, d, UN, NULL, s, n, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_API(1, copy_1d(UN, NULL, d, UN, NULL, s, n, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_API(1, copy_1d(UN, NULL, d, UN, NULL, s, n, h, FC_LEGACY, 0)); }
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_API(1, copy_1d(UN, NULL, d, UN, NULL, s, n, h, FC_PTDS, 0)); }
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { FC_API(1, copy_1d(DV, NULL, d, HD, s, 0, n, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { FC_API(1, copy_1d(DV, NULL, d, HD, s, 0, n, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { FC_API(1, copy_1d(HD, d, 0, DV, NULL, s, n, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { FC_API(1, copy_1d(HD, d, 0, DV, NULL, s, n, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_API(1, copy_1d(DV, NULL, d, DV, NULL, s, n, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_API(1, copy_1d(DV, NULL, d, DV, NULL, s, n, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h) { FC_API(1, copy_1d(DV, NULL, d, HD, s, 0, n, h, FC_LEGACY, 0)); }
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h) { FC_API(1, copy_1d(DV, NULL, d, HD, s, 0, n, h, FC_PTDS, 0)); }
-CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h) { FC_API(1, copy_1d(HD, d, 0, DV, NULL, s, n, h, FC_LEGACY, 0)); }
-CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h) { FC_API(1, copy_1d(HD, d, 0, DV, NULL, s, n, h, FC_PTDS, 0)); }
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_API(1, copy_1d(DV, NULL, d, DV, NULL, s, n, h, FC_LEGACY, 0)); }
-CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_API(1, copy_1d(DV, NULL, d, DV, NULL, s, n, h, FC_PTDS, 0)); }
-CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { FC_API(1, copy_2d(p, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { FC_API(1, copy_2d(p, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { FC_API(1, copy_2d(p, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { FC_API(1, copy_2d(p, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h) { FC_API(1, copy_2d(p, h, FC_LEGACY, 0)); }
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h) { FC_API(1, copy_2d(p, h, FC_PTDS, 0)); }
-CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { FC_API(1, copy_3d(p, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { FC_API(1, copy_3d(p, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream h) { FC_API(1, copy_3d(p, h, FC_LEGACY, 0)); }
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream h) { FC_API(1, copy_3d(p, h, FC_PTDS, 0)); }
-CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) { FC_API(1, copy_peer(d, dc, s, sc, n, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) { FC_API(1, copy_peer(d, dc, s, sc, n, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream h) { FC_API(1, copy_peer(d, dc, s, sc, n, h, FC_LEGACY, 0)); }
-CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream h) { FC_API(1, copy_peer(d, dc, s, sc, n, h, FC_PTDS, 0)); }
-CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { FC_API(1, copy_3dpeer(p, NULL, FC_LEGACY, 1)); }
-CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { FC_API(1, copy_3dpeer(p, NULL, FC_PTDS, 1)); }
-CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream h) { FC_API(1, copy_3dpeer(p, h, FC_LEGACY, 0)); }
-CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream h) { FC_API(1, copy_3dpeer(p, h, FC_PTDS, 0)); }
+CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_TRACED(cuMemcpy, 1, copy_1d(UN, NULL, d, UN, NULL, s, n, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_TRACED(cuMemcpy_ptds, 1, copy_1d(UN, NULL, d, UN, NULL, s, n, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_TRACED(cuMemcpyAsync, 1, copy_1d(UN, NULL, d, UN, NULL, s, n, h, FC_LEGACY, 0)); }
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_TRACED(cuMemcpyAsync_ptsz, 1, copy_1d(UN, NULL, d, UN, NULL, s, n, h, FC_PTDS, 0)); }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { FC_TRACED(cuMemcpyHtoD_v2, 1, copy_1d(DV, NULL, d, HD, s, 0, n, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { FC_TRACED(cuMemcpyHtoD_v2_ptds, 1, copy_1d(DV, NULL, d, HD, s, 0, n, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { FC_TRACED(cuMemcpyDtoH_v2, 1, copy_1d(HD, d, 0, DV, NULL, s, n, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { FC_TRACED(cuMemcpyDtoH_v2_ptds, 1, copy_1d(HD, d, 0, DV, NULL, s, n, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_TRACED(cuMemcpyDtoD_v2, 1, copy_1d(DV, NULL, d, DV, NULL, s, n, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { FC_TRACED(cuMemcpyDtoD_v2_ptds, 1, copy_1d(DV, NULL, d, DV, NULL, s, n, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h) { FC_TRACED(cuMemcpyHtoDAsync_v2, 1, copy_1d(DV, NULL, d, HD, s, 0, n, h, FC_LEGACY, 0)); }
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h) { FC_TRACED(cuMemcpyHtoDAsync_v2_ptsz, 1, copy_1d(DV, NULL, d, HD, s, 0, n, h, FC_PTDS, 0)); }
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h) { FC_TRACED(cuMemcpyDtoHAsync_v2, 1, copy_1d(HD, d, 0, DV, NULL, s, n, h, FC_LEGACY, 0)); }
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h) { FC_TRACED(cuMemcpyDtoHAsync_v2_ptsz, 1, copy_1d(HD, d, 0, DV, NULL, s, n, h, FC_PTDS, 0)); }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_TRACED(cuMemcpyDtoDAsync_v2, 1, copy_1d(DV, NULL, d, DV, NULL, s, n, h, FC_LEGACY, 0)); }
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { FC_TRACED(cuMemcpyDtoDAsync_v2_ptsz, 1, copy_1d(DV, NULL, d, DV, NULL, s, n, h, FC_PTDS, 0)); }
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { FC_TRACED(cuMemcpy2D_v2, 1, copy_2d(p, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { FC_TRACED(cuMemcpy2D_v2_ptds, 1, copy_2d(p, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { FC_TRACED(cuMemcpy2DUnaligned_v2, 1, copy_2d(p, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { FC_TRACED(cuMemcpy2DUnaligned_v2_ptds, 1, copy_2d(p, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h) { FC_TRACED(cuMemcpy2DAsync_v2, 1, copy_2d(p, h, FC_LEGACY, 0)); }
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h) { FC_TRACED(cuMemcpy2DAsync_v2_ptsz, 1, copy_2d(p, h, FC_PTDS, 0)); }
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { FC_TRACED(cuMemcpy3D_v2, 1, copy_3d(p, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { FC_TRACED(cuMemcpy3D_v2_ptds, 1, copy_3d(p, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream h) { FC_TRACED(cuMemcpy3DAsync_v2, 1, copy_3d(p, h, FC_LEGACY, 0)); }
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream h) { FC_TRACED(cuMemcpy3DAsync_v2_ptsz, 1, copy_3d(p, h, FC_PTDS, 0)); }
+CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) { FC_TRACED(cuMemcpyPeer, 1, copy_peer(d, dc, s, sc, n, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) { FC_TRACED(cuMemcpyPeer_ptds, 1, copy_peer(d, dc, s, sc, n, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream h) { FC_TRACED(cuMemcpyPeerAsync, 1, copy_peer(d, dc, s, sc, n, h, FC_LEGACY, 0)); }
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream h) { FC_TRACED(cuMemcpyPeerAsync_ptsz, 1, copy_peer(d, dc, s, sc, n, h, FC_PTDS, 0)); }
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { FC_TRACED(cuMemcpy3DPeer, 1, copy_3dpeer(p, NULL, FC_LEGACY, 1)); }
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { FC_TRACED(cuMemcpy3DPeer_ptds, 1, copy_3dpeer(p, NULL, FC_PTDS, 1)); }
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream h) { FC_TRACED(cuMemcpy3DPeerAsync, 1, copy_3dpeer(p, h, FC_LEGACY, 0)); }
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream h) { FC_TRACED(cuMemcpy3DPeerAsync_ptsz, 1, copy_3dpeer(p, h, FC_PTDS, 0)); }
 
 static CUresult copy_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                            CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream h, int ptds)
@@ -418,11 +418,11 @@ static CUresult copy_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, 
 }
 CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *d, CUdeviceptr *s, size_t *sz, size_t n, CUmemcpyAttributes *a, size_t *ai, size_t na, CUstream h)
 {
-    FC_API(1, copy_batch(d, s, sz, n, a, ai, na, h, FC_LEGACY));
+    FC_TRACED(cuMemcpyBatchAsync_v2, 1, copy_batch(d, s, sz, n, a, ai, na, h, FC_LEGACY));
 }
 CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *d, CUdeviceptr *s, size_t *sz, size_t n, CUmemcpyAttributes *a, size_t *ai, size_t na, CUstream h)
 {
-    FC_API(1, copy_batch(d, s, sz, n, a, ai, na, h, FC_PTDS));
+    FC_TRACED(cuMemcpyBatchAsync_v2_ptsz, 1, copy_batch(d, s, sz, n, a, ai, na, h, FC_PTDS));
 }
 
 static CUresult copy_3dbatch(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream h, int ptds)
@@ -442,25 +442,25 @@ static CUresult copy_3dbatch(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned lon
     }
     return CUDA_SUCCESS;
 }
-CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream h) { FC_API(1, copy_3dbatch(n, ops, flags, h, FC_LEGACY)); }
-CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream h) { FC_API(1, copy_3dbatch(n, ops, flags, h, FC_PTDS)); }
+CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream h) { FC_TRACED(cuMemcpy3DBatchAsync_v2, 1, copy_3dbatch(n, ops, flags, h, FC_LEGACY)); }
+CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream h) { FC_TRACED(cuMemcpy3DBatchAsync_v2_ptsz, 1, copy_3dbatch(n, ops, flags, h, FC_PTDS)); }
 
 /* CUDA arrays are not emulated; the entry points exist so programs link. */
-#define NS FC_API(1, CUDA_ERROR_NOT_SUPPORTED)
-CUresult cuMemcpyAtoH_v2(void *d, CUarray s, size_t o, size_t n) { NS; }
-CUresult cuMemcpyAtoH_v2_ptds(void *d, CUarray s, size_t o, size_t n) { NS; }
-CUresult cuMemcpyHtoA_v2(CUarray d, size_t o, const void *s, size_t n) { NS; }
-CUresult cuMemcpyHtoA_v2_ptds(CUarray d, size_t o, const void *s, size_t n) { NS; }
-CUresult cuMemcpyAtoD_v2(CUdeviceptr d, CUarray s, size_t o, size_t n) { NS; }
-CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray s, size_t o, size_t n) { NS; }
-CUresult cuMemcpyDtoA_v2(CUarray d, size_t o, CUdeviceptr s, size_t n) { NS; }
-CUresult cuMemcpyDtoA_v2_ptds(CUarray d, size_t o, CUdeviceptr s, size_t n) { NS; }
-CUresult cuMemcpyAtoA_v2(CUarray d, size_t od, CUarray s, size_t os, size_t n) { NS; }
-CUresult cuMemcpyAtoA_v2_ptds(CUarray d, size_t od, CUarray s, size_t os, size_t n) { NS; }
-CUresult cuMemcpyAtoHAsync_v2(void *d, CUarray s, size_t o, size_t n, CUstream h) { NS; }
-CUresult cuMemcpyAtoHAsync_v2_ptsz(void *d, CUarray s, size_t o, size_t n, CUstream h) { NS; }
-CUresult cuMemcpyHtoAAsync_v2(CUarray d, size_t o, const void *s, size_t n, CUstream h) { NS; }
-CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray d, size_t o, const void *s, size_t n, CUstream h) { NS; }
+#define NS(name) FC_TRACED(name, 1, CUDA_ERROR_NOT_SUPPORTED)
+CUresult cuMemcpyAtoH_v2(void *d, CUarray s, size_t o, size_t n) { NS(cuMemcpyAtoH_v2); }
+CUresult cuMemcpyAtoH_v2_ptds(void *d, CUarray s, size_t o, size_t n) { NS(cuMemcpyAtoH_v2_ptds); }
+CUresult cuMemcpyHtoA_v2(CUarray d, size_t o, const void *s, size_t n) { NS(cuMemcpyHtoA_v2); }
+CUresult cuMemcpyHtoA_v2_ptds(CUarray d, size_t o, const void *s, size_t n) { NS(cuMemcpyHtoA_v2_ptds); }
+CUresult cuMemcpyAtoD_v2(CUdeviceptr d, CUarray s, size_t o, size_t n) { NS(cuMemcpyAtoD_v2); }
+CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray s, size_t o, size_t n) { NS(cuMemcpyAtoD_v2_ptds); }
+CUresult cuMemcpyDtoA_v2(CUarray d, size_t o, CUdeviceptr s, size_t n) { NS(cuMemcpyDtoA_v2); }
+CUresult cuMemcpyDtoA_v2_ptds(CUarray d, size_t o, CUdeviceptr s, size_t n) { NS(cuMemcpyDtoA_v2_ptds); }
+CUresult cuMemcpyAtoA_v2(CUarray d, size_t od, CUarray s, size_t os, size_t n) { NS(cuMemcpyAtoA_v2); }
+CUresult cuMemcpyAtoA_v2_ptds(CUarray d, size_t od, CUarray s, size_t os, size_t n) { NS(cuMemcpyAtoA_v2_ptds); }
+CUresult cuMemcpyAtoHAsync_v2(void *d, CUarray s, size_t o, size_t n, CUstream h) { NS(cuMemcpyAtoHAsync_v2); }
+CUresult cuMemcpyAtoHAsync_v2_ptsz(void *d, CUarray s, size_t o, size_t n, CUstream h) { NS(cuMemcpyAtoHAsync_v2_ptsz); }
+CUresult cuMemcpyHtoAAsync_v2(CUarray d, size_t o, const void *s, size_t n, CUstream h) { NS(cuMemcpyHtoAAsync_v2); }
+CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray d, size_t o, const void *s, size_t n, CUstream h) { NS(cuMemcpyHtoAAsync_v2_ptsz); }
 
 /* ---- memsets ---- */
 CUresult fc_memset_build(CUdeviceptr dst, size_t pitch, unsigned esize, unsigned value, size_t w,
@@ -498,27 +498,27 @@ static CUresult do_memset(CUdeviceptr d, size_t pitch, unsigned es, unsigned v, 
 }
 #define L FC_LEGACY
 #define P FC_PTDS
-CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { FC_API(1, do_memset(d, 0, 1, v, n, 1, NULL, L, 1)); }
-CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { FC_API(1, do_memset(d, 0, 1, v, n, 1, NULL, P, 1)); }
-CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { FC_API(1, do_memset(d, 0, 2, v, n, 1, NULL, L, 1)); }
-CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) { FC_API(1, do_memset(d, 0, 2, v, n, 1, NULL, P, 1)); }
-CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { FC_API(1, do_memset(d, 0, 4, v, n, 1, NULL, L, 1)); }
-CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) { FC_API(1, do_memset(d, 0, 4, v, n, 1, NULL, P, 1)); }
-CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { FC_API(1, do_memset(d, p, 1, v, w, h, NULL, L, 1)); }
-CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { FC_API(1, do_memset(d, p, 1, v, w, h, NULL, P, 1)); }
-CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { FC_API(1, do_memset(d, p, 2, v, w, h, NULL, L, 1)); }
-CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { FC_API(1, do_memset(d, p, 2, v, w, h, NULL, P, 1)); }
-CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { FC_API(1, do_memset(d, p, 4, v, w, h, NULL, L, 1)); }
-CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { FC_API(1, do_memset(d, p, 4, v, w, h, NULL, P, 1)); }
-CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { FC_API(1, do_memset(d, 0, 1, v, n, 1, s, L, 0)); }
-CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { FC_API(1, do_memset(d, 0, 1, v, n, 1, s, P, 0)); }
-CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { FC_API(1, do_memset(d, 0, 2, v, n, 1, s, L, 0)); }
-CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { FC_API(1, do_memset(d, 0, 2, v, n, 1, s, P, 0)); }
-CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { FC_API(1, do_memset(d, 0, 4, v, n, 1, s, L, 0)); }
-CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { FC_API(1, do_memset(d, 0, 4, v, n, 1, s, P, 0)); }
-CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { FC_API(1, do_memset(d, p, 1, v, w, h, s, L, 0)); }
-CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { FC_API(1, do_memset(d, p, 1, v, w, h, s, P, 0)); }
-CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { FC_API(1, do_memset(d, p, 2, v, w, h, s, L, 0)); }
-CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { FC_API(1, do_memset(d, p, 2, v, w, h, s, P, 0)); }
-CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { FC_API(1, do_memset(d, p, 4, v, w, h, s, L, 0)); }
-CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { FC_API(1, do_memset(d, p, 4, v, w, h, s, P, 0)); }
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { FC_TRACED(cuMemsetD8_v2, 1, do_memset(d, 0, 1, v, n, 1, NULL, L, 1)); }
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { FC_TRACED(cuMemsetD8_v2_ptds, 1, do_memset(d, 0, 1, v, n, 1, NULL, P, 1)); }
+CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { FC_TRACED(cuMemsetD16_v2, 1, do_memset(d, 0, 2, v, n, 1, NULL, L, 1)); }
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) { FC_TRACED(cuMemsetD16_v2_ptds, 1, do_memset(d, 0, 2, v, n, 1, NULL, P, 1)); }
+CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { FC_TRACED(cuMemsetD32_v2, 1, do_memset(d, 0, 4, v, n, 1, NULL, L, 1)); }
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) { FC_TRACED(cuMemsetD32_v2_ptds, 1, do_memset(d, 0, 4, v, n, 1, NULL, P, 1)); }
+CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { FC_TRACED(cuMemsetD2D8_v2, 1, do_memset(d, p, 1, v, w, h, NULL, L, 1)); }
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { FC_TRACED(cuMemsetD2D8_v2_ptds, 1, do_memset(d, p, 1, v, w, h, NULL, P, 1)); }
+CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { FC_TRACED(cuMemsetD2D16_v2, 1, do_memset(d, p, 2, v, w, h, NULL, L, 1)); }
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { FC_TRACED(cuMemsetD2D16_v2_ptds, 1, do_memset(d, p, 2, v, w, h, NULL, P, 1)); }
+CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { FC_TRACED(cuMemsetD2D32_v2, 1, do_memset(d, p, 4, v, w, h, NULL, L, 1)); }
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { FC_TRACED(cuMemsetD2D32_v2_ptds, 1, do_memset(d, p, 4, v, w, h, NULL, P, 1)); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { FC_TRACED(cuMemsetD8Async, 1, do_memset(d, 0, 1, v, n, 1, s, L, 0)); }
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { FC_TRACED(cuMemsetD8Async_ptsz, 1, do_memset(d, 0, 1, v, n, 1, s, P, 0)); }
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { FC_TRACED(cuMemsetD16Async, 1, do_memset(d, 0, 2, v, n, 1, s, L, 0)); }
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { FC_TRACED(cuMemsetD16Async_ptsz, 1, do_memset(d, 0, 2, v, n, 1, s, P, 0)); }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { FC_TRACED(cuMemsetD32Async, 1, do_memset(d, 0, 4, v, n, 1, s, L, 0)); }
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { FC_TRACED(cuMemsetD32Async_ptsz, 1, do_memset(d, 0, 4, v, n, 1, s, P, 0)); }
+CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { FC_TRACED(cuMemsetD2D8Async, 1, do_memset(d, p, 1, v, w, h, s, L, 0)); }
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { FC_TRACED(cuMemsetD2D8Async_ptsz, 1, do_memset(d, p, 1, v, w, h, s, P, 0)); }
+CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { FC_TRACED(cuMemsetD2D16Async, 1, do_memset(d, p, 2, v, w, h, s, L, 0)); }
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { FC_TRACED(cuMemsetD2D16Async_ptsz, 1, do_memset(d, p, 2, v, w, h, s, P, 0)); }
+CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { FC_TRACED(cuMemsetD2D32Async, 1, do_memset(d, p, 4, v, w, h, s, L, 0)); }
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { FC_TRACED(cuMemsetD2D32Async_ptsz, 1, do_memset(d, p, 4, v, w, h, s, P, 0)); }

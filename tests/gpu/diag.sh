@@ -1,38 +1,54 @@
 #!/usr/bin/env bash
-# Where the host time of a replay goes, for a few samples: the engine's phase timers (AUTOGRAPH_STATS
-# replay.host_ms), graph launches and patches per iteration, and tests/gpu/graph_costs.cu (the raw cost
-# of each way to launch the same work). Not a test; run on the GPU machine: bash tests/gpu/diag.sh
+# Where the time of a replay goes, for a few samples, and how the chunk plan settings change it. Not a
+# test (nothing is asserted); run on the GPU machine: bash tests/gpu/diag.sh
+#   DIAG_SAMPLES  samples (default: mlp_train launch_bound two_streams nosync_loop)
+#   DIAG_SETTINGS space-separated settings, each a comma-separated list of VAR=value for the shim runs
+#                 ("-" for the defaults); every setting runs interleaved with eager, DIAG_REPS times
+# Prints, per sample: eager and hand-graph loop ms, and per setting the median shim loop ms with the
+# engine's phase timers (AUTOGRAPH_STATS replay.host_ms) of its last run. First, graph_costs.cu: the raw
+# cost of each way to launch the same 25 tiny kernels.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
-SAMPLES=${DIAG_SAMPLES:-mlp_train launch_bound two_streams}
+SAMPLES=${DIAG_SAMPLES:-mlp_train launch_bound two_streams nosync_loop}
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
   cmake --build "$BUILD" -j16 --target autograph $SAMPLES; } >/tmp/diag-build.log 2>&1 ||
   { tail -30 /tmp/diag-build.log; exit 1; }
 nvcc -O2 -arch=sm_90 -o /tmp/graph_costs tests/gpu/graph_costs.cu && /tmp/graph_costs 2000
-[ -n "${DIAG_COSTS_ONLY:-}" ] && exit 0
 lib=$PWD/$BUILD/lib/libautograph.so
 T=$(mktemp -d)
+ms() { sed -n 's/^loop_ms: //p' "$1"; }
 for s in $SAMPLES; do
-    for chunk in ${DIAG_CHUNKS:-128}; do
-        "$BUILD/bin/$s" >"$T/e.out" 2>"$T/e.err"
-        g_ms=$("$BUILD/bin/$s" --graph 2>&1 >/dev/null | sed -n 's/loop_ms: //p')
-        o_ms=$(AUTOGRAPH_SCOPE=off LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/$s" 2>&1 >/dev/null | sed -n 's/loop_ms: //p')
-        echo "$s: hand graph ${g_ms:-n/a} ms, shim passing through ${o_ms:-?} ms"
-        AUTOGRAPH_CHUNK=$chunk AUTOGRAPH_STATS=$T/s.json LD_PRELOAD=$lib "$BUILD/bin/$s" >"$T/s.out" 2>"$T/s.err"
-        python3 - "$s" "$chunk" "$T" <<'PY'
-import json, re, sys
-s, chunk, d = sys.argv[1:4]
-def ms(f): return float(re.search(r"loop_ms: ([0-9.]+)", open(f).read()).group(1))
-j = json.load(open(f"{d}/s.json")); r = j["replay"]
-same = open(f"{d}/e.out").read() == open(f"{d}/s.out").read()
-it = int(re.search(r"iters: (\d+)", open(f"{d}/e.out").read()).group(1)) if "iters:" in open(f"{d}/e.out").read() else 0
-print(f"{s} chunk={chunk}: eager {ms(d+'/e.err'):.1f} ms, shim {ms(d+'/s.err'):.1f} ms, identical={same}, iters={it}")
-print(f"   launches={j['launches']} replayed={r['launches_replayed']} graph_launches={r['graph_launches']} "
-      f"patched={r['nodes_patched']} ns/match={r['host_ns_per_match']} ns/eager={r['host_ns_per_eager_launch']}")
-print(f"   host_ms={r['host_ms']} fallbacks={ {k: v for k, v in r['fallbacks'].items() if v} }")
-PY
+    : >"$T/eager"; : >"$T/graph"
+    for rep in $(seq "${DIAG_REPS:-3}"); do
+        "$BUILD/bin/$s" >"$T/e.out" 2>"$T/e.err" && ms "$T/e.err" >>"$T/eager"
+        "$BUILD/bin/$s" --graph >/dev/null 2>"$T/g.err" && ms "$T/g.err" >>"$T/graph"
+        n=0
+        for setting in ${DIAG_SETTINGS:--}; do
+            n=$((n + 1))
+            env_args=()
+            [ "$setting" != "-" ] && IFS=, read -r -a env_args <<<"$setting"
+            env "${env_args[@]}" AUTOGRAPH_STATS="$T/s$n.json" LD_PRELOAD="$lib" "$BUILD/bin/$s" \
+                >"$T/s.out" 2>"$T/s.err"
+            ms "$T/s.err" >>"$T/ms$n"
+            cmp -s "$T/e.out" "$T/s.out" || echo "$s [$setting]: OUTPUT DIFFERS"
+        done
     done
+    python3 - "$s" "$T" ${DIAG_SETTINGS:--} <<'PY'
+import json, statistics, sys, os
+s, d, settings = sys.argv[1], sys.argv[2], sys.argv[3:]
+def med(f):
+    v = [float(x) for x in open(f).read().split()]
+    return statistics.median(v) if v else float("nan")
+print(f"{s}: eager {med(d+'/eager'):.1f} ms, hand graph {med(d+'/graph'):.1f} ms")
+for n, st in enumerate(settings, 1):
+    j = json.load(open(f"{d}/s{n}.json")); r = j["replay"]
+    h = r["host_ms"]
+    print(f"  [{st}] shim {med(f'{d}/ms{n}'):.1f} ms | graph launches {r['graph_launches']} patched {r['nodes_patched']}"
+          f" | ns/match {r['host_ns_per_match']:.0f} | host ms: launch {h['graph_launch']:.1f} patch {h['patch']:.1f}"
+          f" build {h['graph_build']:.1f} reissue {h['eager_reissue']:.1f} copy-wait {h['blocking_copy_wait']:.1f}")
+    os.remove(f"{d}/ms{n}")
+PY
 done

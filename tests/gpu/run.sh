@@ -60,7 +60,7 @@ fi
 
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
-"$BUILD/bin/autograph" bench --reps "${BENCH_REPS:-5}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
+"$BUILD/bin/autograph" bench --cupti-compare --reps "${BENCH_REPS:-5}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
 bench_rc=$?
 
 echo

@@ -5,8 +5,11 @@ stdout: "step <i> loss <float.hex()>" per step, then "checksum: <16 hex>" (sha25
 stderr: "loop_ms: <float>" for the training loop and "steady_ms: <float>" without its first step.
 --graph is the hand-written torch.cuda.graphs ceiling; its losses differ (warm-up steps), so it prints
 "graph-mode" and must not be compared.
+--profile runs the steps under torch.profiler (CPU and CUDA activities: Kineto takes CUPTI, which the
+shim must leave to it) and adds "profiled_cuda_events: <n>" on stderr.
 """
 import argparse
+import contextlib
 import os
 import sys
 
@@ -34,6 +37,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     ap.add_argument("--graph", action="store_true", help="hand-captured torch.cuda.graphs ceiling")
+    ap.add_argument("--profile", action="store_true", help="run the steps under torch.profiler")
     args = ap.parse_args()
     if args.steps < 1:
         sys.exit("--steps must be >= 1")
@@ -77,9 +81,6 @@ def main():
             static_y.copy_(ys[i % POOL])
             graph.replay()
             losses.append(static_loss.item())
-
-        ms, steady_ms = timed_steps(args.steps, step)
-        print("graph-mode")
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         step_model = torch.compile(model) if args.compile else model
@@ -90,7 +91,18 @@ def main():
             opt.step()
             losses.append(loss.item())  # D2H copy + sync every step, like real training loops
 
+    prof = None
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    with prof if prof is not None else contextlib.nullcontext():
         ms, steady_ms = timed_steps(args.steps, step)
+    if args.graph:
+        print("graph-mode")
+    if prof is not None:
+        # Zero when the profiler got no CUDA activity (it could not take CUPTI).
+        cuda = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        print(f"profiled_cuda_events: {cuda}", file=sys.stderr)
 
     report(losses, model.parameters(), ms, steady_ms)
 

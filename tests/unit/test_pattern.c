@@ -93,7 +93,7 @@ static void sim_init_first(sim_t *s, uint32_t chunk, uint32_t first)
 
 static void sim_init(sim_t *s, uint32_t chunk)
 {
-    sim_init_first(s, chunk, 4);
+    sim_init_first(s, chunk, 8);
 }
 
 static double frac(const sim_t *s)
@@ -130,13 +130,13 @@ int main(void)
 
     /* Chunk plan of a loop with a sync per iteration (200 operations, AUTOGRAPH_CHUNK 128): after the
      * sync the chunks start small and double (the GPU starts at once), then shrink to half of what is
-     * left toward the expected sync (the tail the CPU waits for is short). */
+     * left toward the expected sync (the tail the CPU waits for is short). AUTOGRAPH_CHUNK_FIRST 8. */
     sim_init(&s, 128);
     for (int it = 0; it < 30; it++)
         iteration(&s, 200, 0, 1);
     for (int i = 0; i < 200; i++)
         sim_op(&s, K(i % 17, 0));
-    const uint32_t want[] = {4, 4, 8, 16, 32, 64, 36, 18, 9, 5, 4};
+    const uint32_t want[] = {8, 8, 16, 32, 64, 36, 18, 9, 5, 4};
     CHECK(s.nlens == (int)(sizeof want / sizeof *want));
     for (int i = 0; i < s.nlens && i < (int)(sizeof want / sizeof *want); i++)
         CHECK(s.lens[i] == want[i]);

@@ -1,9 +1,12 @@
 #!/bin/sh
 # fake_sample.sh: stands in for a bundled CUDA sample in the bench/demo tests; installed under each
-# sample's name, the name picks the behaviour. "Under the shim" means libautograph.so is in LD_PRELOAD.
+# sample's name, the name picks the behaviour. "Under the shim" means libautograph.so is in LD_PRELOAD;
+# "cupti off" means that and AUTOGRAPH_CUPTI=off (bench --cupti-compare).
 name=$(basename "$0")
 shim=0
 case "$LD_PRELOAD" in *libautograph.so*) shim=1 ;; esac
+cupti_off=0
+if [ $shim = 1 ] && [ "$AUTOGRAPH_CUPTI" = off ]; then cupti_off=1; fi
 graph=0
 iters=100
 while [ $# -gt 0 ]; do
@@ -25,14 +28,22 @@ if [ $shim = 1 ] && [ "$name" = nosync_loop ]; then
     echo "boom: the fake sample fails under the shim" >&2
     exit 3
 fi
+if [ $cupti_off = 1 ] && [ "$name" = memops ]; then
+    echo "boom: the fake sample fails with CUPTI off" >&2
+    exit 4
+fi
 echo "iters: $iters"
 if [ $shim = 1 ] && [ "$name" = shape_change ]; then
     echo "checksum: 0xbad"
+elif [ $cupti_off = 1 ] && [ "$name" = two_streams ]; then
+    echo "checksum: 0xoff"
 else
     echo "checksum: 0x1234"
 fi
 if [ $graph = 1 ]; then
     echo "loop_ms: 4.0" >&2
+elif [ $cupti_off = 1 ]; then
+    echo "loop_ms: 6.25" >&2
 elif [ $shim = 1 ]; then
     echo "loop_ms: 5.0" >&2
 else

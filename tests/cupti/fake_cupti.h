@@ -1,0 +1,18 @@
+/* fake_cupti.h: TEST DOUBLE. The two test-only entry points of the stand-in libcupti (fake_cupti.c)
+ * through which fakecuda, the stand-in libcuda, reports what the real driver reports to CUPTI. fakecuda
+ * looks them up at run time (it never links the stand-in), so only their types are shared here. */
+#ifndef FAKE_CUPTI_H
+#define FAKE_CUPTI_H
+
+#include <stdint.h>
+
+/* A driver API call of callback id cbid (CUPTI_DRIVER_TRACE_CBID_*) named name (a string that lives as
+ * long as the process) at site 0 (entry) or 1 (exit): calls the subscriber's callback when that id is
+ * enabled. Called outside any driver lock, as the subscriber's callback may call the driver. */
+typedef void fakecupti_api_fn(uint32_t cbid, const char *name, int site);
+
+/* A kernel ran from start_ns to end_ns (the clock of cuptiGetTimestamp): one activity record when
+ * CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL (or KERNEL) is enabled. Never calls back into the client. */
+typedef void fakecupti_kernel_fn(uint64_t start_ns, uint64_t end_ns);
+
+#endif

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The CUPTI observer's coverage guard and its neighbours on the CPU: guard_prog on fakecuda, which reports
+# to the stand-in libcupti, under the shim. guard_prog launches, in the middle of every iteration, one
+# kernel no hook sees on the buffer the deferrable kernels work on, so only the guard keeps the results
+# right. Cases:
+#   default, guard   identical output; the unhooked cuLaunchKernel counted and named. guard also: an
+#                    unhooked launch first seen while work is held back (replaying) still runs after it,
+#                    and with no unhooked launch, replay on and nothing counted as unhooked
+#   off              the output differs (early and late unhooked launches): the hazard the guard exists for
+#   learn_detaches   no unhooked launch: CUPTI detached for replay, replay on, nothing unhooked
+#   profiler         the program subscribes half-way and its session works; identical output
+#   busy             a profiler holds CUPTI: one warning, state refused, identical output
+#   bogus            AUTOGRAPH_CUPTI=bogus: one warning naming it, the default mode (learn)
+# Usage: guard.sh BUILD_DIR CASE
+set -euo pipefail
+build=$1 case=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export AUTOGRAPH_CUPTI_LIB=$build/tests/cupti/libfake_cupti.so
+unset AUTOGRAPH_CUPTI FAKE_CUPTI_BUSY
+prog=$build/bin/guard_prog
+shim=$build/lib/libautograph.so
+
+# plain NAME ARGS...: the program without the shim; its output in $tmp/NAME.plain
+plain() {
+    local name=$1
+    shift
+    "$prog" "$@" >"$tmp/$name.plain" 2>"$tmp/$name.plain.err" || { cat "$tmp/$name.plain.err"; exit 1; }
+}
+
+# shim NAME ENV... -- ARGS...: under the shim; output, stderr and statistics in $tmp/NAME.{out,err,json}
+shim() {
+    local name=$1
+    shift
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    local rc=0
+    env ${envs[@]+"${envs[@]}"} LD_PRELOAD="$shim" AUTOGRAPH_STATS="$tmp/$name.json" "$prog" "$@" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+    cat "$tmp/$name.err"
+    [ "$rc" = 0 ] || { echo "FAILED: $name: exit status $rc"; exit 1; }
+}
+
+same() { diff -u "$tmp/$1.plain" "$tmp/$2.out" && echo "ok: $2: output identical"; }
+
+# expect NAME EXPR: the Python expression over s (the statistics) and c (their cupti object) holds
+expect() {
+    python3 - "$tmp/$1.json" "$2" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = s.get("cupti") or {}
+try:
+    ok = eval(sys.argv[2], {"s": s, "c": c})
+except Exception as e:
+    ok = False
+    print(f"{type(e).__name__}: {e}")
+if not ok:
+    sys.exit(f"FAILED: {sys.argv[2]}\n  cupti: {json.dumps(c)}\n  replay: {json.dumps(s.get('replay'))}")
+print(f"ok: {sys.argv[2]}")
+PY
+}
+
+# warnings NAME [PATTERN]: the shim's warning lines (those matching PATTERN)
+warnings() { grep '^autograph: warn:' "$tmp/$1.err" | grep -c -- "${2:-}" || true; }
+
+unhooked='c.get("unhooked", 0) > 0 and "cuLaunchKernel" in c.get("unhooked_names", [])'
+replayed='s["replay"]["launches_replayed"] > 0'
+
+case $case in
+default | guard)
+    mode=learn envs=()
+    [ "$case" = guard ] && mode=guard envs=(AUTOGRAPH_CUPTI=guard)
+    plain p
+    shim run ${envs[@]+"${envs[@]}"} --
+    same p run
+    expect run "c.get('mode') == '$mode' and c.get('state') != 'refused'"
+    expect run "$unhooked"
+    if [ "$case" = guard ]; then
+        # Callbacks stay on while graphs replay: an unhooked launch that first comes once the loop
+        # replays finds work held back, which must be issued before it ...
+        plain late --unhooked-from 20
+        shim late ${envs[@]+"${envs[@]}"} -- --unhooked-from 20
+        same late late
+        expect late "$unhooked"
+        expect late "s['replay']['launches_deferred'] > 0"
+        # ... and the shim's own calls never count as unhooked.
+        plain q --no-unhooked
+        shim clean ${envs[@]+"${envs[@]}"} -- --no-unhooked
+        same q clean
+        expect clean "c.get('unhooked') == 0 and c.get('unhooked_names') == []"
+        expect clean "$replayed"
+    fi
+    ;;
+off)
+    plain p
+    shim run AUTOGRAPH_CUPTI=off --
+    expect run "c.get('mode', 'off') == 'off' and not c.get('unhooked')"
+    # Without the guard the unhooked launch runs before the launches the shim still holds back.
+    expect run "s['replay']['launches_deferred'] > 0"
+    if cmp -s "$tmp/p.plain" "$tmp/run.out"; then
+        echo "FAILED: without the guard the output is the plain run's: the unhooked launch overtook nothing"
+        exit 1
+    fi
+    echo "ok: off: output differs from the plain run (the hazard the guard exists for)"
+    # The same for an unhooked launch that first comes while the loop replays (guard's "late" run).
+    plain late --unhooked-from 20
+    shim late AUTOGRAPH_CUPTI=off -- --unhooked-from 20
+    if cmp -s "$tmp/late.plain" "$tmp/late.out"; then
+        echo "FAILED: without the guard, a late unhooked launch overtook nothing"
+        exit 1
+    fi
+    echo "ok: off: a late unhooked launch changes the output too"
+    ;;
+learn_detaches)
+    plain p --no-unhooked
+    shim run AUTOGRAPH_CUPTI=learn -- --no-unhooked
+    same p run
+    expect run "c.get('mode') == 'learn' and c.get('attaches', 0) >= 1 and c.get('detaches', 0) >= 1"
+    expect run "$replayed"
+    expect run "c.get('unhooked') == 0 and c.get('unhooked_names') == []"
+    # CUPTI saw the application's launches while learning, and timed the kernels that ran meanwhile.
+    expect run "c.get('launches', 0) > 0 and c.get('kernels_timed', 0) > 0"
+    expect run "c.get('gpu_busy_learning') is not None and 0.0 <= c['gpu_busy_learning'] <= 1.0"
+    ;;
+profiler)
+    plain p --profiler
+    shim run -- --profiler
+    same p run
+    grep -q 'guard_prog: profiler attached' "$tmp/run.err"
+    expect run "c.get('released_to_profiler') is True and c.get('state') == 'released'"
+    ;;
+busy)
+    plain p --no-unhooked
+    shim run FAKE_CUPTI_BUSY=1 -- --no-unhooked
+    same p run
+    [ "$(warnings run)" = 1 ] && [ "$(warnings run CUPTI)" = 1 ] ||
+        { echo "FAILED: expected one warning, about CUPTI; got $(warnings run)"; exit 1; }
+    echo "ok: busy: one warning"
+    expect run "c.get('state') == 'refused'"
+    ;;
+bogus)
+    plain p
+    shim run AUTOGRAPH_CUPTI=bogus --
+    same p run
+    [ "$(warnings run AUTOGRAPH_CUPTI)" = 1 ] ||
+        { echo "FAILED: expected one warning naming AUTOGRAPH_CUPTI; got $(warnings run AUTOGRAPH_CUPTI)"; exit 1; }
+    echo "ok: bogus: one warning"
+    expect run "c.get('mode') == 'learn'"
+    expect run "$unhooked"
+    ;;
+*)
+    echo "guard.sh: unknown case $case" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,214 @@
+/* guard_prog: the workload of the CUPTI coverage-guard tests (guard.sh) on fakecuda. Every iteration
+ * launches kernels the shim can defer and, in the middle, one launch that no hook sees
+ * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
+ * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
+ * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler]
+ *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
+ *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
+ *                  already holds work back (replaying), not while it learns
+ *   --profiler     half-way, the program subscribes to CUPTI itself (a profiler attaching late); the
+ *                  library is AUTOGRAPH_CUPTI_LIB, its functions are looked up as a program linked
+ *                  against libcupti would bind them (global scope, where a preloaded shim comes first) */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define CK(x)                                                                                         \
+    do {                                                                                              \
+        CUresult r_ = (x);                                                                            \
+        if (r_ != CUDA_SUCCESS) {                                                                     \
+            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_);                     \
+            exit(1);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+#define N 256
+#define BEFORE 9 /* deferrable launches before the unhooked one: not a chunk size the shim would pick */
+#define AFTER 6
+
+/* x[i] = x[i] * a + b: affine maps of different coefficients do not commute, so any reordering
+ * around the unhooked kernel changes the result. */
+static void k_affine(void **args, const fakecuda_dims_t *d)
+{
+    uint32_t *x = *(uint32_t **)args[0];
+    uint32_t a = *(uint32_t *)args[1], b = *(uint32_t *)args[2];
+    (void)d;
+    for (int i = 0; i < N; i++)
+        x[i] = x[i] * a + b;
+}
+
+/* The unhooked kernel: a non-affine mix with the iteration number. */
+static void k_mix(void **args, const fakecuda_dims_t *d)
+{
+    uint32_t *x = *(uint32_t **)args[0];
+    uint32_t it = *(uint32_t *)args[1];
+    (void)d;
+    for (int i = 0; i < N; i++)
+        x[i] = (x[i] ^ (x[i] >> 13) ^ 0x5bd1e995u) * 2654435761u + it;
+}
+
+/* ---- the late profiler ---- */
+static unsigned long long prof_callbacks, prof_records;
+
+static void CUPTIAPI prof_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
+{
+    const CUpti_CallbackData *cb = data;
+    (void)ud;
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel &&
+        cb->callbackSite == CUPTI_API_ENTER)
+        __atomic_fetch_add(&prof_callbacks, 1, __ATOMIC_RELAXED);
+}
+
+static void CUPTIAPI prof_request(uint8_t **buffer, size_t *size, size_t *max)
+{
+    *size = 16 * 1024;
+    *buffer = aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, *size);
+    *max = 0;
+}
+
+typedef CUptiResult (*next_fn)(uint8_t *, size_t, CUpti_Activity **);
+static next_fn prof_next;
+
+static void CUPTIAPI prof_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+    CUpti_Activity *rec = NULL;
+    (void)ctx, (void)stream, (void)size;
+    while (prof_next(buffer, valid, &rec) == CUPTI_SUCCESS)
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            __atomic_fetch_add(&prof_records, 1, __ATOMIC_RELAXED);
+    free(buffer);
+}
+
+static void *prof_sym(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p) {
+        fprintf(stderr, "guard_prog: profiler: %s not found\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+static void prof_check(const char *what, CUptiResult r)
+{
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "guard_prog: profiler: %s failed: CUPTI error %d\n", what, (int)r);
+        exit(2);
+    }
+}
+
+static void profiler_attach(void)
+{
+    const char *lib = getenv("AUTOGRAPH_CUPTI_LIB");
+    if (!lib || !dlopen(lib, RTLD_NOW | RTLD_GLOBAL)) {
+        fprintf(stderr, "guard_prog: profiler: cannot open AUTOGRAPH_CUPTI_LIB=%s\n", lib ? lib : "(unset)");
+        exit(2);
+    }
+    CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) = prof_sym("cuptiSubscribe");
+    CUptiResult (*enable)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) =
+        prof_sym("cuptiEnableCallback");
+    CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+        prof_sym("cuptiActivityRegisterCallbacks");
+    CUptiResult (*activity)(CUpti_ActivityKind) = prof_sym("cuptiActivityEnable");
+    prof_next = (next_fn)prof_sym("cuptiActivityGetNextRecord");
+    CUpti_SubscriberHandle sub;
+    prof_check("cuptiSubscribe", subscribe(&sub, prof_callback, NULL));
+    prof_check("cuptiEnableCallback", enable(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+    prof_check("cuptiActivityRegisterCallbacks", reg(prof_request, prof_complete));
+    prof_check("cuptiActivityEnable", activity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    fprintf(stderr, "guard_prog: profiler attached\n");
+}
+
+/* The profiler must have seen the launches and kernels after it attached: its session works. */
+static void profiler_detach(void)
+{
+    CUptiResult (*flush)(uint32_t) = prof_sym("cuptiActivityFlushAll");
+    prof_check("cuptiActivityFlushAll", flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    unsigned long long cbs = __atomic_load_n(&prof_callbacks, __ATOMIC_RELAXED);
+    unsigned long long recs = __atomic_load_n(&prof_records, __ATOMIC_RELAXED);
+    fprintf(stderr, "guard_prog: profiler saw %llu cuLaunchKernel callbacks, %llu kernel records\n", cbs, recs);
+    if (!cbs || !recs) {
+        fprintf(stderr, "guard_prog: profiler: its CUPTI session saw nothing\n");
+        exit(3);
+    }
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--no-unhooked") == 0)
+            unhooked = 0;
+        else if (strcmp(argv[i], "--unhooked-from") == 0 && i + 1 < argc)
+            unhooked_from = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--profiler") == 0)
+            profiler = 1;
+        else {
+            fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler]\n");
+            return 2;
+        }
+    }
+    size_t s_affine[] = {8, 4, 4}, s_mix[] = {8, 4};
+    if (fakecuda_register_kernel("affine", k_affine, 3, s_affine) || fakecuda_register_kernel("mix", k_mix, 2, s_mix)) {
+        fprintf(stderr, "guard_prog: cannot register the kernels\n");
+        return 1;
+    }
+    CK(cuInit(0));
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CUmodule mod;
+    CUfunction affine, mix;
+    CK(cuModuleLoadData(&mod, "fakecuda-module guard"));
+    CK(cuModuleGetFunction(&affine, mod, "affine"));
+    CK(cuModuleGetFunction(&mix, mod, "mix"));
+    CUdeviceptr x;
+    uint32_t host[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (uint32_t)i * 7919u;
+    CK(cuMemAlloc(&x, sizeof host));
+    CK(cuMemcpyHtoD(x, host, sizeof host));
+    uint64_t sum = 1469598103934665603ULL;
+    for (int it = 0; it < iters; it++) {
+        if (profiler && it == iters / 2)
+            profiler_attach();
+        for (int k = 0; k < BEFORE + AFTER; k++) {
+            if (k == BEFORE && unhooked && it >= unhooked_from) {
+                uint32_t u = (uint32_t)it;
+                void *p[] = {&x, &u};
+                CK(fakecuda_unhooked_launch(mix, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+            }
+            uint32_t a = 2u * (uint32_t)k + 3u, b = (uint32_t)k + 1u;
+            void *p[] = {&x, &a, &b};
+            CK(cuLaunchKernel(affine, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+        }
+        CK(cuStreamSynchronize(NULL));
+        CK(cuMemcpyDtoH(host, x, sizeof host));
+        sum = fnv(sum, host, sizeof host);
+    }
+    if (profiler)
+        profiler_detach();
+    printf("iterations %d unhooked %d checksum %016llx first %08x last %08x\n", iters, unhooked,
+           (unsigned long long)sum, host[0], host[N - 1]);
+    CK(cuMemFree(x));
+    return 0;
+}
