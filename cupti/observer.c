@@ -449,7 +449,10 @@ out:
 
 int ag_cupti_start(void)
 {
-    if (ag_opt(AG_OPT_CUPTI)->num == AG_CUPTI_OFF)
+    long mode = ag_opt(AG_OPT_CUPTI)->num;
+    /* With AUTOGRAPH_SCOPE=off nothing is learned: 'learn' has nothing to guard (a pure pass-through);
+     * 'guard' and 'always' still observe, for coverage checks. */
+    if (mode == AG_CUPTI_OFF || (mode == AG_CUPTI_LEARN && ag_opt(AG_OPT_SCOPE)->num == AG_SCOPE_OFF))
         return 0;
     pthread_once(&start_once, start);
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
