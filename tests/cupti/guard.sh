@@ -11,6 +11,7 @@
 #   profiler         the program subscribes half-way and its session works; identical output
 #   busy             a profiler holds CUPTI: one warning, state refused, identical output
 #   bogus            AUTOGRAPH_CUPTI=bogus: one warning naming it, the default mode (learn)
+#   scope_off        AUTOGRAPH_SCOPE=off: learn mode opens no CUPTI; guard mode still observes
 # Usage: guard.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1 case=$2
@@ -123,6 +124,17 @@ learn_detaches)
     # CUPTI saw the application's launches while learning, and timed the kernels that ran meanwhile.
     expect run "c.get('launches', 0) > 0 and c.get('kernels_timed', 0) > 0"
     expect run "c.get('gpu_busy_learning') is not None and 0.0 <= c['gpu_busy_learning'] <= 1.0"
+    ;;
+scope_off)
+    # AUTOGRAPH_SCOPE=off is a pure pass-through: learn mode has nothing to guard and opens no CUPTI
+    # (its callbacks would cost the program for the whole run); guard mode still observes.
+    plain p --no-unhooked
+    shim run AUTOGRAPH_SCOPE=off -- --no-unhooked
+    same p run
+    expect run "c.get('mode') == 'learn' and c.get('enabled') is False and c.get('attaches') == 0"
+    shim watched AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=guard -- --no-unhooked
+    same p watched
+    expect watched "c.get('state') == 'attached' and c.get('launches', 0) > 0"
     ;;
 profiler)
     plain p --profiler
