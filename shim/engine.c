@@ -909,10 +909,12 @@ static void stop_deferring(const char *why)
 void ag_engine_unhooked(void)
 {
     pthread_mutex_lock(&E.lock);
-    if (E.ready && !E.disabled) {
+    if (!E.disabled) {
         /* Held work runs before the call (we are in CUPTI's API-entry callback), and the call ends the
-         * segment: with the guard attached it is seen every time, so the learner cuts there. */
-        barrier(UNHOOKED_KIND, FB_UNHOOKED);
+         * segment: with the guard attached it is seen every time, so the learner cuts there. A call
+         * before the engine's first operation still counts. */
+        if (E.ready)
+            barrier(UNHOOKED_KIND, FB_UNHOOKED);
         E.unhooked_seen = 1;
         /* During replay CUPTI is detached and would not see it again: defer nothing from now on. */
         if (ag_cupti_mode() == AG_CUPTI_LEARN)
