@@ -17,24 +17,7 @@
  * other values but not this one. */
 #define AG_VERSYM_HIDDEN 0x8000
 
-__global__ void k_axpb(float *y, const float *x, float a, float b, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + b;
-}
-
-__global__ void k_mix(float *y, const float *x, const float *z, float w, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] + w * (z[i] - x[i]);
-}
-
-/* Chaotic (r close to 4): a launch skipped, repeated or reordered anywhere changes the checksum. */
-__global__ void k_logistic(float *y, const float *x, float r, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    float v = fminf(fmaxf(x[i], 0.0f), 1.0f);
-    y[i] = r * v * (1.0f - v);
-  }
-}
+#include "sample_kernels.cuh"
 
 /* The unhooked launch: keeps the value a has at this point of the iteration in c and pushes a through
  * the map mixed with c's old value, so both buffers remember when it ran. */
