@@ -5,9 +5,13 @@
  *  - is the coverage guard: a launch, copy, memset, sync, query, event or graph launch that reaches the
  *    driver with no hook of ours on the stack (ag_hook_depth == 0) is "unhooked": the engine issues its
  *    deferred work before the call runs (we are in the API-entry callback) and stops deferring,
- *  - records kernel start and end through the activity API (GPU busy fraction while learning).
+ *  - records kernel start and end through the activity API (GPU busy fraction while learning), and
+ *    the GPU time of each kernel the engine issued eagerly (ag_timing_op: the correlation id of the
+ *    launch's API callback ties the kernel's record to the engine's operation), from which the engine
+ *    judges whether a segment's graph can pay and where its chunk plan's tail stops shrinking.
  * AUTOGRAPH_CUPTI=learn attaches only while the engine learns (ag_cupti_learning): with callbacks enabled
- * a graph launch costs 200-365 us. A profiler that subscribes later gets CUPTI: the exported
+ * a graph launch costs 200-365 us. It opens libcupti only when the engine first needs it (when work
+ * repeats): a program that never repeats never pays for CUPTI's set-up. A profiler that subscribes later gets CUPTI: the exported
  * cuptiSubscribe / cuptiActivityRegisterCallbacks below release ours first.
  * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
  * its own lock; the callbacks never take O.lock, only the activity buffer handler does, briefly). */
@@ -52,9 +56,13 @@ static const char *const search_paths[] = {
 #define MAX_CBIDS 2048
 #define MAX_NAMES 16
 #define ACT_BUF_SIZE (1u << 20)
+/* launches whose correlation id maps to an engine operation, and kernel times per operation: both
+ * cover far more than one learning window (ATTACH_WINDOW operations in engine.c) plus the GPU's lag */
+#define CORR_RING 8192
+#define OP_RING 16384
 
-enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED };
-static const char *const state_names[] = {"unavailable", "attached", "detached", "released", "refused"};
+enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED, ST_IDLE };
+static const char *const state_names[] = {"unavailable", "attached", "detached", "released", "refused", "idle"};
 
 static struct {
     pthread_mutex_t lock;
@@ -85,9 +93,17 @@ static struct {
     /* timings, while learning: busy time (union of kernel intervals) within the windows' spans */
     uint64_t kernels, kernel_ns, busy_ns, span_ns;
     uint64_t win_first, win_last, merged_end;
-} O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1};
+    /* correlation id << 32 | low 32 bits of the engine operation (written on the launching thread) */
+    atomic_ullong corr[CORR_RING];
+    /* GPU time of the kernel of an engine operation, tagged 1 << 32 | its low 32 bits (under names_lock) */
+    struct {
+        uint64_t tag, ns;
+    } op_ns[OP_RING];
+    uint64_t kernels_attributed;
+} O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static void start(void);
 
 static void note_name(const char *name)
 {
@@ -110,8 +126,13 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     const CUpti_CallbackData *cb = data;
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER || ag_guard)
         return;
-    if (cbid < MAX_CBIDS && O.is_launch[cbid])
+    if (cbid < MAX_CBIDS && O.is_launch[cbid]) {
         atomic_fetch_add_explicit(&O.launches, 1, memory_order_relaxed);
+        if (ag_timing_op && ag_hook_depth)
+            atomic_store_explicit(&O.corr[cb->correlationId % CORR_RING],
+                                  (unsigned long long)cb->correlationId << 32 | (uint32_t)(ag_timing_op - 1),
+                                  memory_order_relaxed);
+    }
     if (ag_hook_depth)
         return;
     /* No hook of ours is on this thread's stack: a route we do not intercept. Held work goes first. */
@@ -133,12 +154,24 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 
 typedef struct {
     uint64_t start, end;
+    uint32_t correlation;
 } span_t;
 
 static int by_start(const void *a, const void *b)
 {
     const span_t *x = a, *y = b;
     return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The low 32 bits of the engine operation whose launch had this correlation id, if the ring still
+ * remembers it (operations are told apart by their low bits: the rings cover far fewer than 2^32). */
+static int op_of(uint32_t correlation, uint32_t *op)
+{
+    unsigned long long e = atomic_load_explicit(&O.corr[correlation % CORR_RING], memory_order_relaxed);
+    if (!correlation || (uint32_t)(e >> 32) != correlation)
+        return 0;
+    *op = (uint32_t)e;
+    return 1;
 }
 
 /* Folds kernel intervals into the learning-time figures: the GPU is busy while any kernel runs. */
@@ -148,6 +181,12 @@ static void fold_kernels(span_t *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (s[i].end <= s[i].start)
             continue;
+        uint32_t op;
+        if (op_of(s[i].correlation, &op)) {
+            O.op_ns[op % OP_RING].tag = 1ULL << 32 | op;
+            O.op_ns[op % OP_RING].ns = s[i].end - s[i].start;
+            O.kernels_attributed++;
+        }
         O.kernels++;
         O.kernel_ns += s[i].end - s[i].start;
         if (!O.win_first || s[i].start < O.win_first)
@@ -175,6 +214,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
             s[n].start = k->start;
             s[n].end = k->end;
+            s[n].correlation = k->correlationId;
             n++;
         }
     }
@@ -244,11 +284,13 @@ static void detach(void)
 
 void ag_cupti_learning(int learning)
 {
-    if (O.mode != AG_CUPTI_LEARN)
+    if (ag_opt(AG_OPT_CUPTI)->num != AG_CUPTI_LEARN)
         return;
     pthread_mutex_lock(&O.lock);
     ag_guard++;
-    if (learning && O.state == ST_DETACHED) {
+    if (learning && O.state == ST_IDLE) {
+        pthread_once(&start_once, start); /* opens libcupti and attaches, or says why not */
+    } else if (learning && O.state == ST_DETACHED) {
         CUptiResult r = attach();
         if (r == CUPTI_SUCCESS) {
             O.state = ST_ATTACHED;
@@ -272,7 +314,9 @@ static void release(const char *why)
 {
     pthread_mutex_lock(&O.lock);
     int released = 0;
-    if (O.state == ST_ATTACHED || O.state == ST_DETACHED) {
+    int mine = O.state == ST_ATTACHED || O.state == ST_DETACHED ||
+               (O.state == ST_IDLE && ag_opt(AG_OPT_CUPTI)->num == AG_CUPTI_LEARN);
+    if (mine) {
         ag_guard++;
         if (O.state == ST_ATTACHED)
             detach();
@@ -402,6 +446,7 @@ static void start(void)
 {
     ag_guard++;
     O.mode = (int)ag_opt(AG_OPT_CUPTI)->num;
+    O.state = ST_UNAVAILABLE;
     O.h = open_cupti();
     if (!O.h) {
         ag_log(AG_LOG_INFO, "libcupti not found: the CUPTI observer is off (set AUTOGRAPH_CUPTI_LIB)");
@@ -449,13 +494,52 @@ out:
 
 int ag_cupti_start(void)
 {
+    /* 'learn' starts when the engine first learns work that repeats (ag_cupti_learning), so with
+     * AUTOGRAPH_SCOPE=off, or in a program that never repeats, it never starts; 'guard' and 'always'
+     * observe from the start, also for coverage checks with the scope off. */
     long mode = ag_opt(AG_OPT_CUPTI)->num;
-    /* With AUTOGRAPH_SCOPE=off nothing is learned: 'learn' has nothing to guard (a pure pass-through);
-     * 'guard' and 'always' still observe, for coverage checks. */
-    if (mode == AG_CUPTI_OFF || (mode == AG_CUPTI_LEARN && ag_opt(AG_OPT_SCOPE)->num == AG_SCOPE_OFF))
+    if (mode == AG_CUPTI_OFF || mode == AG_CUPTI_LEARN)
         return 0;
     pthread_once(&start_once, start);
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
+}
+
+int ag_cupti_attached(void)
+{
+    return __atomic_load_n(&O.state, __ATOMIC_RELAXED) == ST_ATTACHED;
+}
+
+int ag_cupti_can_guard(void)
+{
+    int st = __atomic_load_n(&O.state, __ATOMIC_RELAXED);
+    switch (ag_opt(AG_OPT_CUPTI)->num) {
+    case AG_CUPTI_LEARN:
+        return st == ST_IDLE || st == ST_ATTACHED || st == ST_DETACHED;
+    case AG_CUPTI_GUARD:
+    case AG_CUPTI_ALWAYS:
+        return st == ST_ATTACHED;
+    default:
+        return 0;
+    }
+}
+
+int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns)
+{
+    uint64_t sum = 0;
+    uint32_t found = 0;
+    if (!kernels || op1 <= op0 || op1 - op0 > OP_RING)
+        return 0;
+    pthread_mutex_lock(&O.names_lock);
+    for (uint64_t op = op0; op < op1; op++) {
+        uint32_t lo = (uint32_t)op;
+        if (O.op_ns[lo % OP_RING].tag == (1ULL << 32 | lo)) {
+            sum += O.op_ns[lo % OP_RING].ns;
+            found++;
+        }
+    }
+    pthread_mutex_unlock(&O.names_lock);
+    *ns = sum;
+    return found >= kernels;
 }
 
 long long ag_cupti_launches(void)
@@ -466,6 +550,17 @@ long long ag_cupti_launches(void)
 int ag_cupti_mode(void)
 {
     return (int)ag_opt(AG_OPT_CUPTI)->num;
+}
+
+void ag_cupti_flush(void)
+{
+    pthread_mutex_lock(&O.lock);
+    if (O.timing) {
+        ag_guard++;
+        O.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        ag_guard--;
+    }
+    pthread_mutex_unlock(&O.lock);
 }
 
 /* Pending activity records are delivered first, so that the figures are complete. */
@@ -481,7 +576,7 @@ void ag_cupti_stats(FILE *f)
     uint64_t span = O.span_ns + (O.win_last > O.win_first ? O.win_last - O.win_first : 0);
     fprintf(f, "  \"cupti\": {\"mode\": \"%s\", \"enabled\": %s, \"state\": \"%s\", \"library\": ",
             ag_opt(AG_OPT_CUPTI)->text, atomic_load(&O.launches) >= 0 ? "true" : "false",
-            O.mode == AG_CUPTI_OFF ? "off" : state_names[O.state]);
+            ag_opt(AG_OPT_CUPTI)->num == AG_CUPTI_OFF ? "off" : state_names[O.state]);
     ag_put_json_string(f, O.library);
     fprintf(f, ",\n    \"launches\": %lld, \"unhooked\": %lld, \"unhooked_names\": [",
             atomic_load(&O.launches) >= 0 ? atomic_load(&O.launches) : 0, atomic_load(&O.unhooked));
@@ -490,9 +585,9 @@ void ag_cupti_stats(FILE *f)
         ag_put_json_string(f, O.names[i]);
     }
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
-               "    \"kernels_timed\": %llu, \"kernel_us_mean\": ",
+               "    \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false",
-            (unsigned long long)O.kernels);
+            (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)
         fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);
     else

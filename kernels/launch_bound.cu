@@ -1,6 +1,7 @@
 /* launch_bound: ~200 tiny elementwise kernels per iteration on the legacy default stream, one sync each.
  * Host launch cost dominates: the library should learn the iteration and replay it as one graph,
- * getting close to --graph (the hand-captured ceiling). */
+ * getting close to --graph (the hand-captured ceiling). With a large --n (elements per kernel) the same
+ * loop is GPU-bound instead: the GPU, not the host, sets the pace, and a graph cannot speed it up. */
 #include "common.h"
 
 #define N 4096
@@ -11,12 +12,14 @@
 typedef struct {
   float *a, *b, *c;
   long kernels;
+  int n;
 } ctx_t;
 
 /* One iteration: a ping-pong chain that always ends in a (so every iteration has the same shape),
  * then c is relaxed towards a so that the state carries across iterations. */
 static void enqueue(cudaStream_t s, void *p) {
   ctx_t *c = (ctx_t *)p;
+  const int N = c->n;
   const int grid = ag_blocks(N, THREADS);
   float *cur = c->a, *other = c->b;
   for (long k = 0; k < c->kernels - 1; k++) {
@@ -48,25 +51,35 @@ static void enqueue(cudaStream_t s, void *p) {
 
 int main(int argc, char **argv) {
   ag_args args;
-  long kernels = 200;
-  ag_opt opts[] = {{"--kernels", 'i', &kernels}};
-  ag_parse(argc, argv, &args, 600, opts, 1);
+  long kernels = 200, n = N;
+  ag_opt opts[] = {{"--kernels", 'i', &kernels}, {"--n", 'i', &n}};
+  ag_parse(argc, argv, &args, 600, opts, 2);
   if (kernels < 2) {
     fprintf(stderr, "--kernels must be >= 2\n");
     return 1;
   }
+  if (n < 1 || n > (1L << 28)) {
+    fprintf(stderr, "--n must be in 1..%ld\n", 1L << 28);
+    return 1;
+  }
 
-  static float h[N];
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *h = (float *)malloc(bytes);
+  if (!h) {
+    fprintf(stderr, "out of host memory\n");
+    return 1;
+  }
   ctx_t c;
   c.kernels = kernels;
-  CK(cudaMalloc(&c.a, N * sizeof(float)));
-  CK(cudaMalloc(&c.b, N * sizeof(float)));
-  CK(cudaMalloc(&c.c, N * sizeof(float)));
-  ag_fill_uniform(h, N, args.seed, 0.0f, 1.0f);
-  CK(cudaMemcpy(c.a, h, sizeof h, cudaMemcpyHostToDevice));
-  CK(cudaMemset(c.b, 0, sizeof h));
-  ag_fill_uniform(h, N, args.seed + 1, 0.0f, 1.0f);
-  CK(cudaMemcpy(c.c, h, sizeof h, cudaMemcpyHostToDevice));
+  c.n = (int)n;
+  CK(cudaMalloc(&c.a, bytes));
+  CK(cudaMalloc(&c.b, bytes));
+  CK(cudaMalloc(&c.c, bytes));
+  ag_fill_uniform(h, (size_t)n, args.seed, 0.0f, 1.0f);
+  CK(cudaMemcpy(c.a, h, bytes, cudaMemcpyHostToDevice));
+  CK(cudaMemset(c.b, 0, bytes));
+  ag_fill_uniform(h, (size_t)n, args.seed + 1, 0.0f, 1.0f);
+  CK(cudaMemcpy(c.c, h, bytes, cudaMemcpyHostToDevice));
 
   cudaStream_t gs;
   cudaGraphExec_t exec = ag_graph_mode(&args, &gs, enqueue, &c);
@@ -85,16 +98,17 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   ag_report_loop(ag_now_ms() - t0);
 
-  CK(cudaMemcpy(h, c.a, sizeof h, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h, c.a, bytes, cudaMemcpyDeviceToHost));
   printf("sample: launch_bound\niters: %ld kernels: %ld\na[0]: %a a[%d]: %a\n", args.iters, kernels,
-         (double)h[0], N - 1, (double)h[N - 1]);
-  uint64_t sum = ag_fnv1a(AG_FNV_INIT, h, sizeof h);
-  sum = ag_hash_device(sum, c.c, sizeof h);
+         (double)h[0], (int)n - 1, (double)h[n - 1]);
+  uint64_t sum = ag_fnv1a(AG_FNV_INIT, h, bytes);
+  sum = ag_hash_device(sum, c.c, bytes);
   ag_print_checksum(sum);
   if (exec) CK(cudaGraphExecDestroy(exec));
   if (gs) CK(cudaStreamDestroy(gs));
   CK(cudaFree(c.a));
   CK(cudaFree(c.b));
   CK(cudaFree(c.c));
+  free(h);
   return 0;
 }

@@ -32,14 +32,22 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
                                                "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
                                                "other_context", "unhooked_call"};
 
-/* AUTOGRAPH_CUPTI=learn: CUPTI is attached while the engine learns, in windows of at most
- * ATTACH_WINDOW operations (callbacks and kernel timings slow eager work too: a program that never
- * repeats must not pay for long), again after RELEARN_OPS operations in a row ran eagerly, but only
- * once ATTACH_BACKOFF times the last window's length passed since it ended. */
+/* AUTOGRAPH_CUPTI=learn: CUPTI is attached when work repeats that the guard has not watched yet (a
+ * chunk seen the second time), so that the next sighting is seen whole under the guard before anything
+ * of it is deferred; a program that never repeats never attaches. A window ends at the first graph
+ * launch (callbacks make it cost 200-365 us) or after ATTACH_WINDOW operations that guarded nothing new;
+ * the next one opens only once ATTACH_BACKOFF times the last window's length passed since it ended. */
 #define ATTACH_WINDOW 1024
-#define RELEARN_OPS 256
 #define ATTACH_BACKOFF 32
 #define UNHOOKED_KIND 0x0b5e7eULL
+/* Segments timed while CUPTI was attached, waiting for their kernels' records (delivered at detach). */
+#define MAX_TIMING_REQS 8
+/* Replay is sampled with CUDA events around graph launches: SAMPLE_LAUNCHES graph launches in a row,
+ * the first window after SAMPLE_FIRST graph launches, then every SAMPLE_EVERY (two event records per
+ * sampled launch, about 1-2 us each). */
+#define SAMPLE_FIRST 64
+#define SAMPLE_LAUNCHES 16
+#define SAMPLE_EVERY 4096
 
 static struct {
     pthread_mutex_t lock;
@@ -78,13 +86,31 @@ static struct {
     /* the CUPTI guard: attached while learning (AUTOGRAPH_CUPTI=learn); deferral stops for good after a
      * call no hook saw, in learn mode (detached during replay, CUPTI could not see it again) */
     int cupti_learning;
-    uint32_t eager_run;
-    uint64_t ops, attached_at, detached_at, window;
+    int chunk_guarded; /* CUPTI was attached when the current chunk started */
+    /* attached_at: when the window opened; guarded_at: when it last guarded new work */
+    uint64_t ops, attached_at, guarded_at, detached_at, window;
     int unhooked_seen, guard_stopped;
+    /* the current segment's timing: operations from seg_op0, host time from the first one, eager
+     * kernels; timed while CUPTI was attached throughout and nothing in it was deferred */
+    uint64_t seg_op0, seg_t0;
+    uint32_t seg_kernels;
+    int seg_timed;
+    struct {
+        uint64_t seed, op0, op1, host_ns;
+        uint32_t kernels;
+    } treq[MAX_TIMING_REQS];
+    int ntreq;
+    /* replay sampling: events around SAMPLE_LAUNCHES graph launches (ev[2k] before, ev[2k+1] after) */
+    struct {
+        CUevent ev[2 * SAMPLE_LAUNCHES];
+        int n, full, broken;
+        uint64_t next_at, windows, launches;
+        double busy_ms, span_ms;
+    } S;
     /* signatures of operations that failed when issued: never held back */
     uint64_t tainted[16];
     int ntainted;
-} E = {.lock = PTHREAD_MUTEX_INITIALIZER, .cupti_learning = 1};
+} E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
 
@@ -102,17 +128,84 @@ static void disable(const char *why, CUresult r)
     ag_log(AG_LOG_ERROR, "engine disabled (%s, CUDA error %d); the program goes on with plain launches", why, (int)r);
 }
 
+/* Kernel times of the segments timed while attached are in once CUPTI flushed its records: each one
+ * tells the learner whether the segment's graph can pay and how far its chunk plan's tail shrinks. */
+static void resolve_timings(void)
+{
+    for (int i = 0; i < E.ntreq; i++) {
+        uint64_t gpu_ns;
+        if (ag_cupti_gpu_ns(E.treq[i].op0, E.treq[i].op1, E.treq[i].kernels, &gpu_ns))
+            ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
+                              E.treq[i].host_ns);
+    }
+    E.ntreq = 0;
+}
+
 /* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
 static void cupti_learning(int on)
 {
     ag_cupti_learning(on);
     E.cupti_learning = on;
     if (on) {
-        E.attached_at = E.ops;
+        E.attached_at = E.guarded_at = E.ops;
     } else {
         E.detached_at = E.ops;
         E.window = E.ops - E.attached_at;
+        E.chunk_guarded = 0;
+        E.seg_timed = 0;
+        resolve_timings(); /* detaching delivered every record CUPTI had */
     }
+}
+
+/* A new segment starts (after a barrier, real or virtual). */
+static void segment_begin(void)
+{
+    E.seg_op0 = E.ops;
+    E.seg_t0 = 0;
+    E.seg_kernels = 0;
+    E.seg_timed = ag_cupti_attached();
+}
+
+/* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
+static void segment_end(void)
+{
+    if (!E.seg_timed || !E.seg_kernels || !E.seg_t0)
+        return;
+    if (E.ntreq == MAX_TIMING_REQS) {
+        memmove(&E.treq[0], &E.treq[1], sizeof E.treq[0] * (MAX_TIMING_REQS - 1)); /* the oldest goes */
+        E.ntreq--;
+    }
+    E.treq[E.ntreq].seed = E.learner.seg_seed;
+    E.treq[E.ntreq].op0 = E.seg_op0;
+    E.treq[E.ntreq].op1 = E.ops;
+    E.treq[E.ntreq].host_ns = now_ns() - E.seg_t0;
+    E.treq[E.ntreq].kernels = E.seg_kernels;
+    E.ntreq++;
+    if (ag_cupti_mode() == AG_CUPTI_ALWAYS && E.ntreq == MAX_TIMING_REQS) {
+        ag_cupti_flush(); /* never detached in this mode: ask for the records now and then */
+        resolve_timings();
+    }
+}
+
+/* A chunk closed as variant v (learned or seen again): under the guard it becomes deferrable; seen again
+ * before the guard watched it, the guard is attached for its next sighting. */
+static void sighted(ag_variant_t *v)
+{
+    if (!v)
+        return;
+    if (E.chunk_guarded && ag_cupti_attached() && !v->guarded) {
+        v->guarded = 1;
+        E.guarded_at = E.ops; /* the window goes on while it guards new work */
+    }
+    if (!v->guarded && (v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning &&
+        ag_cupti_mode() == AG_CUPTI_LEARN && ag_cupti_can_guard() && E.ops - E.detached_at >= ATTACH_BACKOFF * E.window)
+        cupti_learning(1);
+}
+
+/* A new chunk starts: it is guarded if it starts under CUPTI's callbacks. */
+static void chunk_begin(void)
+{
+    E.chunk_guarded = ag_cupti_attached();
 }
 
 /* ---- arena and pending operations ---- */
@@ -176,6 +269,76 @@ static void flush_eager(int reason)
     E.reissue_ns += now_ns() - t0;
 }
 
+/* ---- replay sampling ---- */
+
+/* Folds a completed window into the sums once its last event is done (never waits for it). */
+static void sample_collect(void)
+{
+    if (!E.S.full)
+        return;
+    ag_guard++;
+    float span = 0;
+    CUresult r = REAL(cuEventQuery)(E.S.ev[2 * SAMPLE_LAUNCHES - 1]);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuEventElapsedTime_v2)(&span, E.S.ev[0], E.S.ev[2 * SAMPLE_LAUNCHES - 1]);
+    double busy = 0;
+    for (int i = 0; r == CUDA_SUCCESS && i < SAMPLE_LAUNCHES; i++) {
+        float ms = 0;
+        r = REAL(cuEventElapsedTime_v2)(&ms, E.S.ev[2 * i], E.S.ev[2 * i + 1]);
+        busy += ms;
+    }
+    ag_guard--;
+    if (r == CUDA_ERROR_NOT_READY)
+        return; /* asked again at the next graph launch */
+    if (r == CUDA_SUCCESS && span > 0) {
+        E.S.windows++;
+        E.S.launches += SAMPLE_LAUNCHES;
+        E.S.busy_ms += busy < span ? busy : span;
+        E.S.span_ms += span;
+    }
+    E.S.full = 0;
+    E.S.next_at = E.graph_launches + SAMPLE_EVERY;
+}
+
+/* Before a graph launch onto `s`: the slot of this launch in the sample window (its start event
+ * recorded), or -1 when this launch is not sampled. */
+static int sample_begin(CUstream s)
+{
+    sample_collect();
+    if (E.S.broken || E.S.full || E.graph_launches < E.S.next_at)
+        return -1;
+    ag_guard++;
+    CUresult r = CUDA_SUCCESS;
+    if (!E.S.ev[0])
+        for (int i = 0; r == CUDA_SUCCESS && i < 2 * SAMPLE_LAUNCHES; i++)
+            r = ag_drv.cuEventCreate(&E.S.ev[i], CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuEventRecord)(E.S.ev[2 * E.S.n], s);
+    ag_guard--;
+    if (r != CUDA_SUCCESS) {
+        E.S.broken = 1; /* sampling is only for the statistics: never tried again */
+        return -1;
+    }
+    return E.S.n;
+}
+
+static void sample_end(int k, CUstream s, CUresult launched)
+{
+    if (k < 0)
+        return;
+    ag_guard++;
+    CUresult r = launched == CUDA_SUCCESS ? REAL(cuEventRecord)(E.S.ev[2 * k + 1], s) : launched;
+    ag_guard--;
+    if (r != CUDA_SUCCESS) {
+        E.S.n = 0; /* this window starts over */
+        return;
+    }
+    if (++E.S.n == SAMPLE_LAUNCHES) {
+        E.S.n = 0;
+        E.S.full = 1;
+    }
+}
+
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). */
 static void complete(ag_variant_t *v)
 {
@@ -203,10 +366,11 @@ static void complete(ag_variant_t *v)
     }
     if (E.cupti_learning)
         cupti_learning(0); /* callbacks make a graph launch cost 200-365 us */
-    E.eager_run = 0;
     uint64_t t2 = now_ns();
     E.patch_ns += t2 - t1;
+    int k = sample_begin(E.pending[0].stream);
     CUresult r = ag_graph_launch(g, &c);
+    sample_end(k, E.pending[0].stream, r);
     E.launch_ns += now_ns() - t2;
     if (r != CUDA_SUCCESS) {
         AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
@@ -232,6 +396,7 @@ static void complete(ag_variant_t *v)
 
 static void refresh_candidates(void)
 {
+    E.learner.require_guard = (uint8_t)ag_cupti_can_guard();
     E.ncand = E.guard_stopped ? 0 : ag_learner_candidates(&E.learner, E.cands);
     memcpy(E.match, E.cands, sizeof E.cands);
     E.nmatch = E.ncand;
@@ -267,8 +432,12 @@ static void barrier(uint64_t kind, int reason)
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
+    segment_end();
     ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
     E.nrecs = 0;
+    sighted(v);
+    segment_begin();
+    chunk_begin();
     if (c) {
         if (v == c)
             complete(c);
@@ -298,6 +467,9 @@ static int init_engine(CUcontext ctx)
         disable("cannot set up graph capture", r);
         return -1;
     }
+    E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
+    segment_begin();
+    chunk_begin();
     refresh_candidates();
     return 0;
 }
@@ -312,7 +484,8 @@ static int tainted(uint64_t sig)
     return 0;
 }
 
-static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out)
+static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out,
+                     uint64_t *op_out)
 {
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
      * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
@@ -331,6 +504,10 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     uint32_t pos0 = E.learner.chunk_pos;
     uint64_t sig = ag_op_sig(o);
     *sig_out = sig;
+    if (op_out)
+        *op_out = E.ops;
+    if (E.seg_timed && !E.seg_t0)
+        E.seg_t0 = now_ns();
     int deferred = 0;
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
@@ -403,10 +580,13 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs++].pos = pos0;
     }
+    if (deferred)
+        E.seg_timed = 0; /* a graph runs part of it: its kernels are not timed one by one */
+    else
+        E.seg_kernels += o->kind == OP_KERNEL;
     E.ops++;
-    if (E.cupti_learning ? E.ops - E.attached_at >= ATTACH_WINDOW
-                         : !deferred && ++E.eager_run >= RELEARN_OPS && E.ops - E.detached_at >= ATTACH_BACKOFF * E.window)
-        cupti_learning(!E.cupti_learning); /* a window ends, or learning again: the guard and the timings come back */
+    if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
+        cupti_learning(0); /* the window guarded nothing new for a while */
     int step = ag_learner_push(&E.learner, sig);
     if (step) {
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
@@ -414,6 +594,10 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
             fallback(FB_MISMATCH);
         ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
+        sighted(v);
+        if (step == 2)
+            segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
+        chunk_begin();
         if (c) {
             if (v == c)
                 complete(c);
@@ -427,12 +611,14 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
 
 /* Issues an operation that was not held back, outside the lock. One that fails is never held back
  * later: CUDA reports such errors at the call. */
-static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel)
+static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel, uint64_t op)
 {
     static AG_TLS unsigned tick;
     int timed = kernel && (tick++ & 15) == 0;
     uint64_t t0 = timed ? now_ns() : 0;
+    ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
     CUresult r = fn(call);
+    ag_timing_op = 0;
     if (timed) {
         atomic_fetch_add_explicit(&E.eager_ns, now_ns() - t0, memory_order_relaxed);
         atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
@@ -546,10 +732,10 @@ static CUresult kernel_common(kcall_t *c)
         leave(); /* held work is issued; this one needs no lock */
         return eager_kernel(c);
     } else {
-        uint64_t sig;
-        if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig)) {
+        uint64_t sig, op;
+        if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig, &op)) {
             leave();
-            return issue_now(eager_kernel, c, sig, 1);
+            return issue_now(eager_kernel, c, sig, 1, op);
         }
         r = CUDA_SUCCESS;
     }
@@ -625,9 +811,9 @@ static CUresult mem_common(const mcall_t *c)
         return eager(c);
     } else {
         uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig)) {
+        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
             leave();
-            return issue_now(eager, c, sig, 0);
+            return issue_now(eager, c, sig, 0, 0);
         }
         r = CUDA_SUCCESS;
     }
@@ -696,9 +882,9 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
         return eager_event(c);
     } else {
         uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig)) {
+        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
             leave();
-            return issue_now(eager_event, c, sig, 0);
+            return issue_now(eager_event, c, sig, 0, 0);
         }
         r = CUDA_SUCCESS;
     }
@@ -772,7 +958,7 @@ static CUresult d2h_common(const dcall_t *c, int async)
     E.copyout = NULL;
     /* Not held back: issued below, after the lock is left (it blocks until the GPU is done). */
     uint64_t sig;
-    op_arrive(&o, NULL, NULL, 0, &sig);
+    op_arrive(&o, NULL, NULL, 0, &sig, NULL);
     barrier(0xd2b0ULL, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
     const void *stage = E.copyout;
     E.copyout = NULL;
@@ -836,9 +1022,9 @@ CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_
         o.n = n;
         o.stage = pageable ? 0 : -1; /* the buffer is chosen when the copy is held back */
         uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig)) {
+        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
             leave();
-            return issue_now(eager_h2d, &c, sig, 0);
+            return issue_now(eager_h2d, &c, sig, 0, 0);
         }
         r = CUDA_SUCCESS;
     }
@@ -982,15 +1168,24 @@ void ag_engine_stats(FILE *f)
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
+               "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n    \"fallbacks\": {",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
             per_match, per_eager, saved_ms, E.learner.table.count,
-            (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
+            (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false",
+            (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     for (int i = 0; i < FB_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
+    /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
+    fprintf(f, "},\n    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
+            (unsigned long long)E.S.windows, (unsigned long long)E.S.launches);
+    if (E.S.span_ms > 0)
+        fprintf(f, "%.4f", E.S.busy_ms / E.S.span_ms);
+    else
+        fputs("null", f);
     fprintf(f, "}\n  },\n");
     pthread_mutex_unlock(&E.lock);
 }

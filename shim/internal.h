@@ -81,6 +81,9 @@ extern atomic_int ag_bound;
 extern AG_TLS int ag_guard;
 /* Inside a barrier or deferrable hook on this thread (driver calls made now were seen by a hook). */
 extern AG_TLS int ag_hook_depth;
+/* The engine operation (its number + 1) whose kernel this thread is launching eagerly now, or 0: the
+ * CUPTI observer ties the kernel's timing record to it. */
+extern AG_TLS uint64_t ag_timing_op;
 
 void ag_bind_cuda(void);
 static inline void *ag_real_get(ag_id_t id)
@@ -172,6 +175,16 @@ long long ag_cupti_launches(void);
 void ag_cupti_learning(int learning);
 /* AUTOGRAPH_CUPTI as an AG_CUPTI_* value. */
 int ag_cupti_mode(void);
+/* CUPTI callbacks (the guard) are on now. */
+int ag_cupti_attached(void);
+/* The guard can watch work before it is deferred: 'learn' until CUPTI turned out unusable or went to a
+ * profiler, 'guard' and 'always' while attached. The engine then defers only work seen under it. */
+int ag_cupti_can_guard(void);
+/* GPU time of the kernels of engine operations [op0, op1) from their timing records: 1 when at least
+ * `kernels` records are in (sum in *ns), 0 when some are missing (lost, or not delivered yet). */
+int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns);
+/* Hands over the kernel timing records CUPTI holds now (when timings are on). */
+void ag_cupti_flush(void);
 /* Writes the "cupti" member of the statistics JSON (the last member: no trailing comma). */
 void ag_cupti_stats(FILE *f);
 

@@ -49,6 +49,11 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "Size of each of the 4 pinned staging buffers (KiB) that hold snapshots of pageable "
                            "host-to-device copy sources while their copies wait in a graph; larger copies are "
                            "issued directly."},
+    [AG_OPT_GPU_BOUND] = {"AUTOGRAPH_GPU_BOUND", AG_OPT_INT, "3", "0..1000",
+                          "A segment (the work between two syncs) whose kernels, timed by CUPTI while the shim "
+                          "learns, keep the GPU busy this many times longer than the host took to issue them "
+                          "stays on plain launches: the host's launch work is hidden behind the GPU's, so a "
+                          "graph cannot speed it up. 0: graph such segments too."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

@@ -124,6 +124,7 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
     }
     memcpy(v->sigs, l->chunk_sigs, sizeof(uint64_t) * l->chunk_pos);
     v->start = l->chunk_start;
+    v->seg = l->seg_seed;
     v->end = end;
     v->len = l->chunk_pos;
     v->ends_at_barrier = (uint8_t)at_barrier;
@@ -145,8 +146,21 @@ static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
 /* Chunk sizes. After a real barrier the GPU is idle (the host waited for it): the first chunk is small so
  * that the GPU starts at once, and chunks double while it works (the chunk size equals the operations
  * already issued). Toward the end of a segment that ends at a real barrier, chunks shrink to half of
- * what is left: work still deferred at a barrier runs only then, while the CPU waits. */
+ * what is left: work still deferred at a barrier runs only then, while the CPU waits. Halving stops
+ * where one more graph launch would cost about what it saves: at TAIL_GPU_NS of GPU work left when the
+ * segment's kernels were timed (one graph launch costs the host 3-8 us on the H200), else at TAIL_MIN
+ * operations. */
 #define TAIL_MIN 8
+#define TAIL_MIN_TIMED_MAX 32
+#define TAIL_GPU_NS 8000u
+static uint32_t tail_min(const ag_seglen_t *s)
+{
+    if (!s->gpu_ns_per_op)
+        return TAIL_MIN;
+    uint32_t n = TAIL_GPU_NS / s->gpu_ns_per_op;
+    return n < 1 ? 1 : n > TAIL_MIN_TIMED_MAX ? TAIL_MIN_TIMED_MAX : n;
+}
+
 static uint32_t plan(ag_learner_t *l)
 {
     uint32_t c = l->chunk_max;
@@ -159,8 +173,20 @@ static uint32_t plan(ag_learner_t *l)
     if (s->seed != l->seg_seed || s->length <= l->seg_pos || !s->real_end)
         return c;
     uint32_t remaining = s->length - l->seg_pos;
-    uint32_t tail = remaining > TAIL_MIN ? (remaining + 1) / 2 : remaining;
+    uint32_t tail = remaining > tail_min(s) ? (remaining + 1) / 2 : remaining;
     return tail < c ? tail : c;
+}
+
+void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns)
+{
+    ag_seglen_t *s = seglen_slot(l, seed);
+    if (s->seed != seed || !ops)
+        return; /* the slot went to another segment meanwhile */
+    uint64_t per = gpu_ns / ops;
+    s->gpu_ns_per_op = per ? (per > UINT32_MAX ? UINT32_MAX : (uint32_t)per) : 1;
+    s->gpu_bound = l->bound_ratio && gpu_ns >= (uint64_t)l->bound_ratio * host_ns;
+    l->segments_timed++;
+    l->segments_gpu_bound += s->gpu_bound;
 }
 
 int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, uint32_t warmup, size_t max_variants,
@@ -297,6 +323,10 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 {
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
     ag_seglen_t *s = seglen_slot(l, l->seg_seed);
+    if (s->seed != l->seg_seed) {
+        s->gpu_bound = 0; /* the slot's timings were another segment's */
+        s->gpu_ns_per_op = 0;
+    }
     s->seed = l->seg_seed;
     s->length = l->seg_pos;
     s->real_end = !virtual_;
@@ -324,8 +354,11 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
     int n = 0;
     ag_vtable_t *t = &l->table;
     for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v && n < AG_MAX_CANDIDATES; v = v->next) {
-        if (v->start != l->chunk_start || v->ungraphable)
+        if (v->start != l->chunk_start || v->ungraphable || (l->require_guard && !v->guarded))
             continue;
+        const ag_seglen_t *s = seglen_slot(l, v->seg);
+        if (s->seed == v->seg && s->gpu_bound)
+            continue; /* a graph cannot pay here: the GPU, not the host, sets the pace */
         /* One failure after a success costs nothing (another variant came this time, or noise);
          * each further failure without a success in between doubles the warm-up. */
         uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;

@@ -21,9 +21,11 @@ typedef struct ag_variant {
     uint32_t len;            /* operations */
     uint8_t ends_at_barrier; /* closed by a barrier (real or virtual) rather than by the chunk plan */
     uint8_t ungraphable;     /* building or launching its graph failed: never defer it again */
+    uint8_t guarded;         /* seen once whole while the CUPTI guard watched (see require_guard) */
     uint32_t seen;           /* sightings since it was learned or last failed */
     uint32_t fails;          /* deferrals of this start that failed: the backoff exponent */
     uint64_t last_used;      /* learner tick of the last sighting, for eviction */
+    uint64_t seg;            /* seed of the segment it belongs to (its timings, ag_learner_timing) */
     uint64_t *sigs;          /* len signatures */
     void *graph;             /* owned by the engine (replay.c); released through the table's callback */
     struct ag_variant *next; /* bucket chain */
@@ -43,6 +45,8 @@ typedef struct {
     uint64_t seed;     /* chain state at the segment's start */
     uint32_t length;   /* operations in the segment the last time it ended */
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
+    uint8_t gpu_bound; /* its kernels kept the GPU busy far longer than the host took to issue them */
+    uint32_t gpu_ns_per_op; /* mean GPU time of its operations when timed (0: not timed) */
 } ag_seglen_t;
 
 typedef struct {
@@ -50,6 +54,9 @@ typedef struct {
     uint32_t chunk_max; /* AUTOGRAPH_CHUNK */
     uint32_t chunk_first; /* AUTOGRAPH_CHUNK_FIRST: 0 for no ramp after a real barrier */
     uint32_t warmup;    /* sightings before a variant is a candidate */
+    uint32_t bound_ratio; /* AUTOGRAPH_GPU_BOUND: a segment whose GPU time is this many times its host
+                           * time is left eager (0: never) */
+    uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
 
     /* position: key = mix(seg_seed, content) names "this point of the iteration" */
     uint64_t content;     /* hash of the operations since the segment's start, from a constant */
@@ -62,8 +69,9 @@ typedef struct {
     uint64_t *chunk_sigs; /* signatures of the current chunk (chunk_max of them) */
     uint64_t tick;
 
-    /* expected segment lengths, keyed by seed, for the chunk plan */
+    /* expected segment lengths and timings, keyed by seed, for the chunk plan */
     ag_seglen_t seglens[256];
+    uint64_t segments_timed, segments_gpu_bound;
 
     /* period detection for loops without barriers */
     uint64_t *ring; /* last AG_PERIOD_WINDOW signatures */
@@ -105,6 +113,13 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_);
 /* Variants that may follow from the current chunk start and have been seen often enough; fills out[]
  * (at most AG_MAX_CANDIDATES) and returns how many. */
 int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
+
+/* Kernel time on the GPU and host time of issuing, measured for one whole sighting of the segment that
+ * started at `seed` (ops operations, none of them deferred). A segment whose GPU time is bound_ratio
+ * times its host time or more is one a graph cannot speed up (the host's launch work is hidden behind
+ * the GPU's): its variants stop being candidates until a later timing says otherwise. The GPU time per
+ * operation also sets how far the chunk plan's tail shrinks. */
+void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns);
 
 /* A deferral of these candidates failed. Unless the chunk turns out to be another known variant, they
  * are charged when it closes: from the second failure in a row on, their sightings are forgotten and

@@ -10,10 +10,13 @@
  *   functionParams, functionReturnValue, symbolName and context are NULL (fakecuda does not pass them).
  * - cuptiGetCallbackName and cuptiGetResultString give the real names, generated from the toolkit's
  *   headers (fake_cupti_*.def in the build folder).
- * - Kernel activity: CUpti_ActivityKernel10 records (kind, start, end, completed) fill buffers from the
- *   registered request callback. A full buffer is handed back from a worker thread, as CUPTI does;
- *   cuptiActivityFlushAll and cuptiActivityDisable hand back the current buffer (even an empty one) on
- *   the calling thread before returning. Records made while no callbacks are registered are dropped.
+ * - Kernel activity: CUpti_ActivityKernel10 records (kind, start, end, completed, correlationId) fill
+ *   buffers from the registered request callback. correlationId is that of the driver call that launched
+ *   the kernel (the cuGraphLaunch, for a graph's kernel), as the API callbacks saw it; 0 when fakecuda
+ *   ran the kernel with no traced call around its launch. A full buffer is handed back from a worker
+ *   thread, as CUPTI does; cuptiActivityFlushAll and cuptiActivityDisable hand back the current buffer
+ *   (even an empty one) on the calling thread before returning. Records made while no callbacks are
+ *   registered are dropped.
  *   The client's buffer callbacks run under the fake's delivery lock: one of them that waits for a
  *   thread inside cuptiActivityFlushAll deadlocks.
  * - cuptiGetTimestamp is CLOCK_MONOTONIC in nanoseconds, the clock fakecuda times its kernels with.
@@ -198,7 +201,7 @@ CUptiResult EXPORT cuptiGetTimestamp(uint64_t *timestamp)
     return CUPTI_SUCCESS;
 }
 
-void fakecupti_api(uint32_t cbid, const char *name, int site)
+uint32_t fakecupti_api(uint32_t cbid, const char *name, int site)
 {
     uint64_t scratch = 0, *data = &scratch;
     uint32_t id = 0;
@@ -225,7 +228,7 @@ void fakecupti_api(uint32_t cbid, const char *name, int site)
     }
     pthread_mutex_unlock(&fk.mu);
     if (!callback)
-        return;
+        return id;
     CUpti_CallbackData cb = {
         .callbackSite = site == 0 ? CUPTI_API_ENTER : CUPTI_API_EXIT,
         .functionName = name,
@@ -233,6 +236,7 @@ void fakecupti_api(uint32_t cbid, const char *name, int site)
         .correlationId = id,
     };
     callback(userdata, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    return id;
 }
 
 /* ---- activity ---- */
@@ -386,7 +390,7 @@ CUptiResult EXPORT cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUp
     return CUPTI_SUCCESS;
 }
 
-void fakecupti_kernel(uint64_t start_ns, uint64_t end_ns)
+void fakecupti_kernel(uint64_t start_ns, uint64_t end_ns, uint32_t correlation)
 {
     pthread_mutex_lock(&fk.mu);
     if ((fk.kernel_on || fk.concurrent_on) && fk.requested) {
@@ -404,6 +408,7 @@ void fakecupti_kernel(uint64_t start_ns, uint64_t end_ns)
         k->start = start_ns;
         k->end = end_ns;
         k->completed = end_ns;
+        k->correlationId = correlation;
         k->contextId = 1;
         k->gridX = k->gridY = k->gridZ = k->blockX = k->blockY = k->blockZ = 1;
         k->name = "fakecuda_kernel";

@@ -68,6 +68,10 @@ static void CUPTIAPI on_api(void *ud, CUpti_CallbackDomain domain, CUpti_Callbac
 static size_t buf_size = 64 * 1024;
 static unsigned long long records, buffers_back, last_end;
 static int order_ok = 1;
+/* The records' correlation ids, in the order they came back (written under the stand-in's delivery
+ * lock, read after a flush). */
+#define MAXREC 64
+static uint32_t rec_corr[MAXREC];
 
 static void CUPTIAPI on_request(uint8_t **buffer, size_t *size, size_t *max)
 {
@@ -86,7 +90,9 @@ static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
         if (k->start < last_end || k->end <= k->start)
             order_ok = 0;
         last_end = k->end;
-        __atomic_fetch_add(&records, 1, __ATOMIC_SEQ_CST);
+        unsigned long long i = __atomic_fetch_add(&records, 1, __ATOMIC_SEQ_CST);
+        if (i < MAXREC)
+            rec_corr[i] = k->correlationId;
     }
     CHECK(res == CUPTI_ERROR_MAX_LIMIT_REACHED);
     free(buffer);
@@ -219,6 +225,8 @@ int main(int argc, char **argv)
     CHECK(cu.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS);
     CHECK(cu.timestamp(&t1) == CUPTI_SUCCESS);
     CHECK(records == 3 && buffers_back >= 1 && order_ok && last_end <= t1);
+    /* every launch has its own id, subscriber or not; one stream runs them in launch order */
+    CHECK(rec_corr[0] != 0 && rec_corr[0] < rec_corr[1] && rec_corr[1] < rec_corr[2]);
 
     /* buffers of two records: full ones come back from the worker without a flush */
     buf_size = 2 * sizeof(CUpti_ActivityKernel10);
@@ -237,6 +245,56 @@ int main(int argc, char **argv)
     CK(cuStreamSynchronize(NULL));
     CHECK(cu.flush(0) == CUPTI_SUCCESS);
     CHECK(records == 8);
+
+    /* correlation: a kernel's record carries the id its cuLaunchKernel's callbacks saw, and a graph's
+     * kernels that of the cuGraphLaunch that ran them, so a client can tell them apart by the call */
+    buf_size = 64 * 1024;
+    CHECK(cu.subscribe(&sub, on_api, &seen) == CUPTI_SUCCESS);
+    CHECK(cu.enable(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) == CUPTI_SUCCESS);
+    CHECK(cu.enable(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) == CUPTI_SUCCESS);
+    CUstream cs;
+    CUgraph g;
+    CUgraphExec ex;
+    CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuLaunchKernel(inc, 1, 1, 1, 1, 1, 1, 0, cs, args, NULL));
+    CK(cuLaunchKernel(inc, 1, 1, 1, 1, 1, 1, 0, cs, args, NULL));
+    CK(cuStreamEndCapture(cs, &g));
+    CK(cuGraphInstantiate(&ex, g, 0));
+    CHECK(cu.act_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS);
+    unsigned long long base = records;
+    nseen = 0;
+    CK(cuLaunchKernel(inc, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CK(cuGraphLaunch(ex, cs));
+    CK(cuGraphLaunch(ex, cs));
+    /* a launch whose callback is off still has an id of its own, as in CUPTI */
+    CUlaunchConfig lc = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+    CK(cuLaunchKernelEx(&lc, inc, args, NULL));
+    CK(cuStreamSynchronize(cs));
+    CK(cuStreamSynchronize(NULL));
+    CHECK(cu.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS);
+    CHECK(nseen == 6 && seen[0].cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel && seen[0].site == CUPTI_API_ENTER &&
+          seen[2].cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch && seen[2].site == CUPTI_API_ENTER &&
+          seen[4].cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch && seen[4].site == CUPTI_API_ENTER);
+    uint32_t launch_id = seen[0].correlation, graph1 = seen[2].correlation, graph2 = seen[4].correlation;
+    CHECK(launch_id && graph1 && graph2 && launch_id != graph1 && graph1 != graph2 && graph2 != launch_id);
+    CHECK(records == base + 6 && records <= MAXREC);
+    int of_launch = 0, of_graph1 = 0, of_graph2 = 0, of_ex = 0, graph_order_ok = 1;
+    for (unsigned long long i = base; i < records && i < MAXREC; i++) {
+        uint32_t c = rec_corr[i];
+        of_launch += c == launch_id;
+        of_graph1 += c == graph1;
+        of_graph2 += c == graph2;
+        of_ex += c != 0 && c != launch_id && c != graph1 && c != graph2;
+        if (c == graph1 && of_graph2) /* one stream: the first launch's kernels ran first */
+            graph_order_ok = 0;
+    }
+    CHECK(of_launch == 1 && of_graph1 == 2 && of_graph2 == 2 && of_ex == 1 && graph_order_ok);
+    CHECK(cu.act_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS);
+    CHECK(cu.unsubscribe(sub) == CUPTI_SUCCESS);
+    CK(cuGraphExecDestroy(ex));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy(cs));
     CHECK(cu.act_enable((CUpti_ActivityKind)0) == CUPTI_ERROR_INVALID_KIND);
 
     if (failures) {

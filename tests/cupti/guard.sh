@@ -12,6 +12,9 @@
 #   busy             a profiler holds CUPTI: one warning, state refused, identical output
 #   bogus            AUTOGRAPH_CUPTI=bogus: one warning naming it, the default mode (learn)
 #   scope_off        AUTOGRAPH_SCOPE=off: learn mode opens no CUPTI; guard mode still observes
+#   never_repeats    a loop in which nothing repeats: learn mode never opens CUPTI
+#   gpu_bound        kernels that keep the GPU busy far longer than the host takes to issue them: timed
+#                    while learning, the segment stays on plain launches (AUTOGRAPH_GPU_BOUND=0 graphs it)
 # Usage: guard.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1 case=$2
@@ -124,6 +127,28 @@ learn_detaches)
     # CUPTI saw the application's launches while learning, and timed the kernels that ran meanwhile.
     expect run "c.get('launches', 0) > 0 and c.get('kernels_timed', 0) > 0"
     expect run "c.get('gpu_busy_learning') is not None and 0.0 <= c['gpu_busy_learning'] <= 1.0"
+    # The kernels' records were tied to the engine's operations: the iteration was timed, host-bound.
+    expect run "c.get('kernels_attributed', 0) > 0 and s['replay']['segments_timed'] >= 1"
+    expect run "s['replay']['segments_gpu_bound'] == 0"
+    # Replay was sampled with events around graph launches.
+    expect run "s['replay']['replay_sampled']['windows'] >= 1 and 0.0 < s['replay']['replay_sampled']['graph_busy'] <= 1.0"
+    ;;
+never_repeats)
+    plain p --no-unhooked --never-repeat
+    shim run -- --no-unhooked --never-repeat
+    same p run
+    expect run "c.get('mode') == 'learn' and c.get('state') == 'idle' and c.get('attaches') == 0"
+    expect run "s['replay']['launches_deferred'] == 0"
+    ;;
+gpu_bound)
+    plain p --no-unhooked --iters 20 --spin-us 200
+    shim run -- --no-unhooked --iters 20 --spin-us 200
+    same p run
+    expect run "s['replay']['segments_gpu_bound'] >= 1 and s['replay']['launches_replayed'] == 0"
+    expect run "c.get('kernel_us_mean', 0) >= 200"
+    shim forced AUTOGRAPH_GPU_BOUND=0 -- --no-unhooked --iters 20 --spin-us 200
+    same p forced
+    expect forced "s['replay']['segments_gpu_bound'] == 0 and s['replay']['launches_replayed'] > 0"
     ;;
 scope_off)
     # AUTOGRAPH_SCOPE=off is a pure pass-through: learn mode has nothing to guard and opens no CUPTI

@@ -2,13 +2,15 @@
  * launches kernels the shim can defer and, in the middle, one launch that no hook sees
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
- * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler]
+ * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
  *   --profiler     half-way, the program subscribes to CUPTI itself (a profiler attaching late); the
  *                  library is AUTOGRAPH_CUPTI_LIB, its functions are looked up as a program linked
- *                  against libcupti would bind them (global scope, where a preloaded shim comes first) */
+ *                  against libcupti would bind them (global scope, where a preloaded shim comes first)
+ *   --spin-us U    each deferrable kernel also runs U microseconds on the fake GPU: a GPU-bound loop
+ *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fakecuda.h"
 
@@ -33,6 +36,15 @@
 #define BEFORE 9 /* deferrable launches before the unhooked one: not a chunk size the shim would pick */
 #define AFTER 6
 
+static long spin_us;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* x[i] = x[i] * a + b: affine maps of different coefficients do not commute, so any reordering
  * around the unhooked kernel changes the result. */
 static void k_affine(void **args, const fakecuda_dims_t *d)
@@ -42,6 +54,8 @@ static void k_affine(void **args, const fakecuda_dims_t *d)
     (void)d;
     for (int i = 0; i < N; i++)
         x[i] = x[i] * a + b;
+    for (uint64_t end = now_ns() + (uint64_t)spin_us * 1000u; spin_us && now_ns() < end;)
+        ; /* a long kernel: the fake GPU is busy */
 }
 
 /* The unhooked kernel: a non-affine mix with the iteration number. */
@@ -150,7 +164,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 int main(int argc, char **argv)
 {
-    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0;
+    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -160,8 +174,13 @@ int main(int argc, char **argv)
             unhooked_from = atoi(argv[++i]);
         else if (strcmp(argv[i], "--profiler") == 0)
             profiler = 1;
+        else if (strcmp(argv[i], "--spin-us") == 0 && i + 1 < argc)
+            spin_us = atol(argv[++i]);
+        else if (strcmp(argv[i], "--never-repeat") == 0)
+            never_repeat = 1;
         else {
-            fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler]\n");
+            fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
+                            "[--spin-us U] [--never-repeat]\n");
             return 2;
         }
     }
@@ -199,7 +218,8 @@ int main(int argc, char **argv)
             }
             uint32_t a = 2u * (uint32_t)k + 3u, b = (uint32_t)k + 1u;
             void *p[] = {&x, &a, &b};
-            CK(cuLaunchKernel(affine, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+            unsigned grid = never_repeat ? (unsigned)(it * (BEFORE + AFTER) + k + 1) : 1u;
+            CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
         }
         CK(cuStreamSynchronize(NULL));
         CK(cuMemcpyDtoH(host, x, sizeof host));

@@ -35,7 +35,8 @@
  * - CUPTI: when the stand-in libcupti of tests/cupti is loaded (however: linked, or dlopen'ed local),
  *   the entry points CUPTI traces (launches, copies, memsets, syncs and queries, event record and wait,
  *   graph launch, host functions) report API entry and exit to it under their real callback ids, and
- *   every kernel run (eager or from a graph) is reported with its CLOCK_MONOTONIC start and end.
+ *   every kernel run (eager or from a graph) is reported with its CLOCK_MONOTONIC start and end and the
+ *   correlation id of the call that launched it (for a graph's kernel, the cuGraphLaunch).
  * - Failure injection for tests of error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes the
  *   entry point `name` (its ABI name) return CUDA_ERROR_UNKNOWN, doing nothing, from its n-th call on.
  */

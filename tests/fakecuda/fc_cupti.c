@@ -17,6 +17,8 @@ static _Atomic(fakecupti_api_fn *) api_fn;
 static _Atomic(fakecupti_kernel_fn *) kernel_fn;
 static atomic_ullong scanned_adds; /* the loader's object count at the last scan */
 
+_Thread_local uint32_t fc_tl_correlation;
+
 static int loader_adds(struct dl_phdr_info *info, size_t size, void *out)
 {
     (void)size;
@@ -71,15 +73,14 @@ static void find_stand_in(void)
     }
 }
 
-void fc_cupti_api(uint32_t cbid, const char *name, int site)
+uint32_t fc_cupti_api(uint32_t cbid, const char *name, int site)
 {
     fakecupti_api_fn *fn = atomic_load_explicit(&api_fn, memory_order_acquire);
     if (!fn) {
         find_stand_in();
         fn = atomic_load_explicit(&api_fn, memory_order_acquire);
     }
-    if (fn)
-        fn(cbid, name, site);
+    return fn ? fn(cbid, name, site) : 0;
 }
 
 static uint64_t now_ns(void)
@@ -97,7 +98,7 @@ uint64_t fc_cupti_kernel_start(void)
 /* One device runs one kernel at a time: each starts no earlier than the last one ended and lasts at
  * least a nanosecond, so busy time never exceeds the wall time of the stand-in's clock. Called under
  * the fake's lock, which guards last_end. */
-void fc_cupti_kernel_end(uint64_t start)
+void fc_cupti_kernel_end(uint64_t start, uint32_t correlation)
 {
     static uint64_t last_end;
     fakecupti_kernel_fn *fn = atomic_load_explicit(&kernel_fn, memory_order_acquire);
@@ -108,5 +109,5 @@ void fc_cupti_kernel_end(uint64_t start)
         end = start + 1;
     last_end = end;
     if (fn)
-        fn(start, end);
+        fn(start, end, correlation);
 }

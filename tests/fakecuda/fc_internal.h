@@ -69,6 +69,7 @@ typedef struct fc_op {
     struct fc_op *next;
     int kind, from_graph;
     uint64_t seq;
+    uint32_t correlation; /* CUPTI's id of the traced call that enqueued it (0: none), for its kernel record */
     fc_dep *deps;
     size_t ndeps;
     fc_launch kl;
@@ -173,6 +174,9 @@ typedef struct {
 extern fc_state fc_g;
 extern _Thread_local int fc_tl_in_work;
 extern _Thread_local CUstreamCaptureMode fc_tl_capmode;
+/* The CUPTI correlation id of the entry point this thread is in (0: an untraced one, or none): ops
+ * take it when made, so a kernel's activity record names the launch, or the cuGraphLaunch, behind it. */
+extern _Thread_local uint32_t fc_tl_correlation;
 
 #define FC_LEGACY 0
 #define FC_PTDS 1
@@ -187,14 +191,19 @@ void fc_leave(void);
 int fc_inject(const char *func);
 /* The body of every entry point. One the real driver reports to CUPTI names its callback id (cbid
  * nonzero) and reports entry and exit to the stand-in libcupti, outside the lock: the subscriber's
- * callback may call the driver. */
+ * callback may call the driver. The call's correlation id is current on the thread only between the
+ * two reports, so calls the callbacks make (nested on the thread) stamp their own ids, and the outer
+ * one is back when they return; an untraced entry point makes 0 current. */
 #define FC_API_AS_(cbid, name, need_ctx, expr)                                                     \
     do {                                                                                           \
-        if (cbid) fc_cupti_api(cbid, name, 0);                                                     \
+        uint32_t fc_corr_ = (cbid) ? fc_cupti_api(cbid, name, 0) : 0;                              \
+        uint32_t fc_outer_ = fc_tl_correlation;                                                    \
+        fc_tl_correlation = fc_corr_;                                                              \
         CUresult fc_r_ = fc_enter(need_ctx);                                                       \
         if (fc_r_ == CUDA_SUCCESS && fc_inject(__func__)) fc_r_ = CUDA_ERROR_UNKNOWN;              \
         else if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                            \
         fc_leave();                                                                                \
+        fc_tl_correlation = fc_outer_;                                                             \
         if (cbid) fc_cupti_api(cbid, name, 1);                                                     \
         return fc_r_;                                                                              \
     } while (0)
@@ -237,11 +246,13 @@ CUresult fc_legacy_capture_check(fc_stream *s, int invalidate);
 void fc_launch_free(fc_launch *kl);
 int fc_launch_dup(const fc_launch *src, fc_launch *dst);
 
-/* cupti: reports to the stand-in libcupti of tests/cupti, when one is loaded */
-void fc_cupti_api(uint32_t cbid, const char *name, int site);
-/* A kernel's clock: the start, taken before it runs, and the report, after it ran (under the lock). */
+/* cupti: reports to the stand-in libcupti of tests/cupti, when one is loaded. fc_cupti_api returns the
+ * call's correlation id (0 while no stand-in is loaded). */
+uint32_t fc_cupti_api(uint32_t cbid, const char *name, int site);
+/* A kernel's clock: the start, taken before it runs, and the report, after it ran (under the lock),
+ * with the correlation id of the op that ran it. */
 uint64_t fc_cupti_kernel_start(void);
-void fc_cupti_kernel_end(uint64_t start);
+void fc_cupti_kernel_end(uint64_t start, uint32_t correlation);
 
 /* graphs and capture */
 fc_node *fc_node_new(fc_graph *g, CUgraphNodeType type, fc_node *const *deps, size_t ndeps);

@@ -46,10 +46,12 @@ CUresult fc_stream_resolve(CUstream h, int ptds, fc_stream **out)
     return CUDA_SUCCESS;
 }
 
+/* An op belongs to the traced call that makes it: a launch's kernel, or every node a cuGraphLaunch
+ * enqueues, which CUPTI too correlates with the cuGraphLaunch. */
 fc_op *fc_op_new(int kind)
 {
     fc_op *op = calloc(1, sizeof(*op));
-    if (op) op->kind = kind;
+    if (op) op->kind = kind, op->correlation = fc_tl_correlation;
     return op;
 }
 
@@ -174,7 +176,7 @@ static void fc_exec_head(fc_stream *s)
         for (unsigned i = 0; i < k->nparams; i++) args[i] = op->kl.buf + k->offsets[i];
         uint64_t t0 = fc_cupti_kernel_start();
         k->fn(args, &op->kl.dims);
-        fc_cupti_kernel_end(t0);
+        fc_cupti_kernel_end(t0, op->correlation);
         fc_g.stats.kernels_executed++;
         break;
     }

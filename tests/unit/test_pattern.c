@@ -153,6 +153,68 @@ int main(void)
     CHECK(s.nlens == (int)(sizeof want0 / sizeof *want0));
     for (int i = 0; i < s.nlens && i < (int)(sizeof want0 / sizeof *want0); i++)
         CHECK(s.lens[i] == want0[i]);
+    /* Timed by CUPTI, the tail stops halving where the GPU work left is about one graph launch's cost
+     * (8 us): kernels of 0.5 us stop it at 16 operations, kernels of 50 us only at the last one. */
+    struct {
+        uint32_t ns_per_op;
+        uint32_t want[12];
+        int n;
+    } timed[] = {{500, {8, 8, 16, 32, 64, 36, 18, 9, 9}, 9}, {50000, {8, 8, 16, 32, 64, 36, 18, 9, 5, 2, 1, 1}, 12}};
+    for (size_t t = 0; t < sizeof timed / sizeof *timed; t++) {
+        sim_init(&s, 128);
+        for (int it = 0; it < 6; it++)
+            iteration(&s, 200, 0, 1);
+        ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * timed[t].ns_per_op, 1000000000ull);
+        CHECK(s.l.segments_timed == 1 && s.l.segments_gpu_bound == 0);
+        iteration(&s, 200, 0, 0);
+        CHECK(s.nlens == timed[t].n);
+        for (int i = 0; i < s.nlens && i < timed[t].n; i++)
+            CHECK(s.lens[i] == timed[t].want[i]);
+        ag_learner_destroy(&s.l);
+    }
+
+    /* A segment whose GPU time is AUTOGRAPH_GPU_BOUND times its host time or more is left eager (a graph
+     * cannot pay there) until a later timing finds the host setting the pace again. */
+    sim_init(&s, 64);
+    s.l.bound_ratio = 3;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 100, 0, 1);
+    long rep0 = s.replayed;
+    CHECK(rep0 > 0);
+    ag_learner_timing(&s.l, s.l.seg_seed, 100, 3000000, 1000000); /* exactly 3x: bound */
+    CHECK(s.l.segments_gpu_bound == 1);
+    refresh(&s);
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 100, 0, 1);
+    CHECK(s.replayed == rep0);
+    CHECK(s.fallbacks == 0);
+    ag_learner_timing(&s.l, s.l.seg_seed, 100, 2900000, 1000000); /* below 3x: the host sets the pace */
+    refresh(&s);
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 100, 0, 1);
+    CHECK(s.replayed > rep0);
+    /* AUTOGRAPH_GPU_BOUND=0: never. */
+    s.l.bound_ratio = 0;
+    ag_learner_timing(&s.l, s.l.seg_seed, 100, 100000000, 1);
+    CHECK(s.l.segments_gpu_bound == 1);
+    ag_learner_destroy(&s.l);
+
+    /* With the CUPTI guard available, only variants seen whole under it are candidates. */
+    sim_init(&s, 64);
+    s.l.require_guard = 1;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 100, 0, 1);
+    CHECK(s.replayed == 0);
+    for (size_t b = 0; b < s.l.table.nbuckets; b++)
+        for (ag_variant_t *v = s.l.table.buckets[b]; v; v = v->next)
+            v->guarded = 1;
+    refresh(&s);
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 100, 0, 1);
+    CHECK(s.replayed > 0);
+    CHECK(s.fallbacks == 0);
+    ag_learner_destroy(&s.l);
+
     /* A loop that never syncs: virtual segments neither ramp nor shrink (the host never waits there). */
     sim_init(&s, 16);
     for (int i = 0; i < 3000; i++)
