@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "observer.h"
 
@@ -100,6 +101,7 @@ static struct {
         uint64_t tag, ns;
     } op_ns[OP_RING];
     uint64_t kernels_attributed;
+    uint64_t setup_ns; /* host time spent opening, attaching and detaching CUPTI */
 } O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -282,12 +284,20 @@ static void detach(void)
     O.activity = 0;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 void ag_cupti_learning(int learning)
 {
     if (ag_opt(AG_OPT_CUPTI)->num != AG_CUPTI_LEARN)
         return;
     pthread_mutex_lock(&O.lock);
     ag_guard++;
+    uint64_t t0 = mono_ns();
     if (learning && O.state == ST_IDLE) {
         pthread_once(&start_once, start); /* opens libcupti and attaches, or says why not */
     } else if (learning && O.state == ST_DETACHED) {
@@ -305,6 +315,7 @@ void ag_cupti_learning(int learning)
         O.state = ST_DETACHED;
         O.detaches++;
     }
+    O.setup_ns += mono_ns() - t0;
     ag_guard--;
     pthread_mutex_unlock(&O.lock);
 }
@@ -585,8 +596,8 @@ void ag_cupti_stats(FILE *f)
         ag_put_json_string(f, O.names[i]);
     }
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
-               "    \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
-            O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false",
+               "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
+            O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", (double)O.setup_ns / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)
         fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);

@@ -112,7 +112,16 @@ static inline double ag_now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static inline void ag_report_loop(double ms) { fprintf(stderr, "loop_ms: %.3f\n", ms); }
+/* When the second half of the timed loop began (ag_loop_mark, called first thing in every iteration):
+ * "steady_ms" is the time of that half, once learning and one-time set-up are over. */
+static double ag_half_mark_ms = -1.0;
+static inline void ag_loop_mark(long it, long iters) {
+  if (it == iters / 2) ag_half_mark_ms = ag_now_ms();
+}
+static inline void ag_report_loop(double ms) {
+  fprintf(stderr, "loop_ms: %.3f\n", ms);
+  if (ag_half_mark_ms >= 0.0) fprintf(stderr, "steady_ms: %.3f\n", ag_now_ms() - ag_half_mark_ms);
+}
 
 /* Deterministic host-side initial data (splitmix64), identical on every machine. */
 static inline uint64_t ag_splitmix64(uint64_t *state) {

@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     CR(curandGenerateUniform(gen, r, N));
     for (int k = 0; k < CONSUMERS; k++) {
       if (k % 2 == 0)

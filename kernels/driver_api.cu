@@ -151,6 +151,7 @@ int main(int argc, char **argv) {
   CU(cuCtxSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     if (args.graph) {
       CU(cuGraphLaunch(exec, gs));
       CU(cuStreamSynchronize(gs));

@@ -207,6 +207,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     enqueue(&c);
     CK(cudaStreamSynchronize(0));
   }

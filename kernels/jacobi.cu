@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     float res;
     if (args.graph) {
       CK(cudaGraphLaunch(exec, gs));

@@ -19,8 +19,8 @@ typedef struct {
  * then c is relaxed towards a so that the state carries across iterations. */
 static void enqueue(cudaStream_t s, void *p) {
   ctx_t *c = (ctx_t *)p;
-  const int N = c->n;
-  const int grid = ag_blocks(N, THREADS);
+  const int n = c->n;
+  const int grid = ag_blocks(n, THREADS);
   float *cur = c->a, *other = c->b;
   for (long k = 0; k < c->kernels - 1; k++) {
     float *dst = (k == c->kernels - 2) ? c->a : other;
@@ -28,13 +28,13 @@ static void enqueue(cudaStream_t s, void *p) {
     float a = 0.9f + 0.0005f * (float)(k % 200);
     switch (k % 3) {
     case 0:
-      k_axpb<<<grid, THREADS, 0, s>>>(dst, cur, a, (1.0f - a) * (float)(k % 7) / 7.0f, N);
+      k_axpb<<<grid, THREADS, 0, s>>>(dst, cur, a, (1.0f - a) * (float)(k % 7) / 7.0f, n);
       break;
     case 1:
-      k_mix<<<grid, THREADS, 0, s>>>(dst, cur, c->c, 0.01f, N);
+      k_mix<<<grid, THREADS, 0, s>>>(dst, cur, c->c, 0.01f, n);
       break;
     default:
-      k_logistic<<<grid, THREADS, 0, s>>>(dst, cur, 3.8f + 0.0005f * (float)(k % 300), N);
+      k_logistic<<<grid, THREADS, 0, s>>>(dst, cur, 3.8f + 0.0005f * (float)(k % 300), n);
       break;
     }
     if (dst == c->a) {
@@ -45,7 +45,7 @@ static void enqueue(cudaStream_t s, void *p) {
       cur = dst;
     }
   }
-  k_mix<<<grid, THREADS, 0, s>>>(c->c, c->c, c->a, 0.5f, N);
+  k_mix<<<grid, THREADS, 0, s>>>(c->c, c->c, c->a, 0.5f, n);
   CK_LAUNCH();
 }
 
@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     if (args.graph) {
       CK(cudaGraphLaunch(exec, gs));
       CK(cudaStreamSynchronize(gs));

@@ -54,6 +54,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     /* The previous iteration ended with a sync, so the pinned source may be rewritten now. */
     host_fill(h_pinned_in, it, feedback, args.seed + 2);
     CK(cudaMemsetAsync(tmp, 0, bytes, 0));

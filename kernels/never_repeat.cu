@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     /* 150 to 250 kernels, each over a length that is new for this iteration */
     long kernels = 150 + (long)(ag_splitmix64(&rng) % 101);
     for (long k = 0; k < kernels; k++) {

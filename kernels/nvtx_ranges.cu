@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     nvtxRangePushA("step");
     nvtxRangePushA("forward");
     k_mix<<<grid, THREADS>>>(act, act, param, 0.5f, N);

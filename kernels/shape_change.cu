@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     int batch = kBatches[(it / period) % NBATCHES];
     int n = batch * WIDTH;
     batch_trace = ag_fnv1a(batch_trace, &batch, sizeof batch);

@@ -79,6 +79,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
     if (args.graph)
       CK(cudaGraphLaunch(exec, c.s0));
     else

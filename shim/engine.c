@@ -33,10 +33,14 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
                                                "other_context", "unhooked_call"};
 
 /* AUTOGRAPH_CUPTI=learn: CUPTI is attached when work repeats that the guard has not watched yet (a
- * chunk seen the second time), so that the next sighting is seen whole under the guard before anything
- * of it is deferred; a program that never repeats never attaches. A window ends at the first graph
- * launch (callbacks make it cost 200-365 us) or after ATTACH_WINDOW operations that guarded nothing new;
- * the next one opens only once ATTACH_BACKOFF times the last window's length passed since it ended. */
+ * chunk seen the second time); a program that never repeats never attaches. Until a first window has
+ * closed with nothing caught, only work seen under the guard is deferred; after that the program is
+ * trusted (its loop went through the guard cleanly) and work the guard never watched may be deferred
+ * too, as the guard would otherwise cost a window per new variant ('guard' mode watches everything). A
+ * window ends at the first graph launch (callbacks make it cost 200-365 us) or after ATTACH_WINDOW
+ * operations that guarded nothing new. CUPTI's set-up and tear-down cost the host tens of milliseconds on
+ * the H200: a new window, for repeating work not watched yet, opens only once ATTACH_BACKOFF times that
+ * cost has passed since the last one closed (at most about 3% of the run). */
 #define ATTACH_WINDOW 1024
 #define ATTACH_BACKOFF 32
 #define UNHOOKED_KIND 0x0b5e7eULL
@@ -50,19 +54,32 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define SAMPLE_EVERY 4096
 
 static struct {
-    pthread_mutex_t lock;
+    _Alignas(64) pthread_mutex_t lock; /* the struct starts a line (see the hot fields) */
     int ready, disabled;
     CUcontext ctx;
-    ag_learner_t learner;
-    ag_variant_t *cands[AG_MAX_CANDIDATES];
-    int ncand;
-    ag_variant_t *match[AG_MAX_CANDIDATES];
+    /* What every launch held back reads or writes, in the lock's line and the three after it:
+     * prefetch_hot asks for them at once (an interpreter running between launches evicts them every
+     * time). */
+    int app_captures;
     int nmatch;
+    int ntainted;
+    int cupti_learning; /* CUPTI attached for learning (AUTOGRAPH_CUPTI=learn, see the guard below) */
     CUstream cur_stream; /* of the last operation; NULL before the first (records are never NULL) */
     ag_op_t *pending;
     uint32_t npending, cap_pending;
     unsigned char *arena;
     size_t arena_used, arena_cap;
+    /* the candidates still matching the current chunk, with their signatures and lengths: matching a
+     * launch reads no variant */
+    ag_variant_t *match[AG_MAX_CANDIDATES];
+    const uint64_t *msigs[AG_MAX_CANDIDATES];
+    uint32_t mlen[AG_MAX_CANDIDATES];
+    uint64_t ops, deferred, match_ns, match_timed;
+    int seg_timed; /* the current segment is timed (see its other fields below) */
+    /* end of the hot fields */
+    ag_learner_t learner;
+    ag_variant_t *cands[AG_MAX_CANDIDATES];
+    int ncand;
     /* event records of the current chunk: which event, at which position */
     struct {
         CUevent ev;
@@ -72,29 +89,33 @@ static struct {
     /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
      * caller copies out of it after the sync), or NULL */
     const void *copyout;
-    int app_captures;
 
-    /* statistics (under the lock) */
-    uint64_t deferred, replayed, graph_launches, copies_out;
+    /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
+    uint64_t replayed, graph_launches, copies_out;
     uint64_t fallbacks[FB_COUNT];
-    uint64_t match_ns, match_timed, replay_host_ns;
+    uint64_t replay_host_ns;
+    /* what a sampled interval measures of its own clock reads, subtracted from each sample (written once,
+     * at init) */
+    uint64_t timer_ns;
     /* host time by phase (ns): building graphs, patching, launching them, eager re-issue of held
      * operations, waiting for a graph that ends with a blocking copy */
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
     atomic_ullong eager_ns, eager_timed; /* measured outside the lock */
     /* the CUPTI guard: attached while learning (AUTOGRAPH_CUPTI=learn); deferral stops for good after a
-     * call no hook saw, in learn mode (detached during replay, CUPTI could not see it again) */
-    int cupti_learning;
-    int chunk_guarded; /* CUPTI was attached when the current chunk started */
-    /* attached_at: when the window opened; guarded_at: when it last guarded new work */
-    uint64_t ops, attached_at, guarded_at, detached_at, window;
+     * call no hook saw, in learn mode (detached during replay, CUPTI could not see it again);
+     * cupti_learning is with the hot fields */
+    /* guarded_at: operation count when the window last guarded new work; detached_t: host time (ns) when
+     * the last window closed; setup_ns: host time its attach and detach took */
+    uint64_t guarded_at, detached_t, setup_ns;
+    int window_guarded; /* the window now open made some work deferrable */
+    int trusted;        /* a window closed with no call past the hooks after guarding work (learn mode) */
     int unhooked_seen, guard_stopped;
     /* the current segment's timing: operations from seg_op0, host time from the first one, eager
-     * kernels; timed while CUPTI was attached throughout and nothing in it was deferred */
+     * kernels; timed (seg_timed, with the hot fields) while CUPTI was attached throughout and nothing in
+     * it was deferred */
     uint64_t seg_op0, seg_t0;
     uint32_t seg_kernels;
-    int seg_timed;
     struct {
         uint64_t seed, op0, op1, host_ns;
         uint32_t kernels;
@@ -108,8 +129,7 @@ static struct {
         double busy_ms, span_ms;
     } S;
     /* signatures of operations that failed when issued: never held back */
-    uint64_t tainted[16];
-    int ntainted;
+    uint64_t tainted[16]; /* ntainted is with the hot fields */
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
@@ -144,16 +164,26 @@ static void resolve_timings(void)
 /* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
 static void cupti_learning(int on)
 {
+    uint64_t t0 = now_ns();
     ag_cupti_learning(on);
+    uint64_t t1 = now_ns();
+    E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
     E.cupti_learning = on;
+    ag_learner_watch(&E.learner, ag_cupti_attached());
     if (on) {
-        E.attached_at = E.guarded_at = E.ops;
+        E.guarded_at = E.ops;
+        E.window_guarded = 0;
+        /* the segment is timed from here on (the part before was not watched) */
+        E.seg_op0 = E.ops;
+        E.seg_t0 = 0;
+        E.seg_kernels = 0;
+        E.seg_timed = ag_cupti_attached();
     } else {
-        E.detached_at = E.ops;
-        E.window = E.ops - E.attached_at;
-        E.chunk_guarded = 0;
         E.seg_timed = 0;
         resolve_timings(); /* detaching delivered every record CUPTI had */
+        E.detached_t = now_ns();
+        if (!E.unhooked_seen && E.window_guarded)
+            E.trusted = 1;
     }
 }
 
@@ -187,25 +217,23 @@ static void segment_end(void)
     }
 }
 
-/* A chunk closed as variant v (learned or seen again): under the guard it becomes deferrable; seen again
- * before the guard watched it, the guard is attached for its next sighting. */
+/* A chunk closed as variant v (learned or seen again): watched whole by the guard it becomes
+ * deferrable; seen again before the guard watched it, the guard is attached for its next sighting. */
 static void sighted(ag_variant_t *v)
 {
     if (!v)
         return;
-    if (E.chunk_guarded && ag_cupti_attached() && !v->guarded) {
-        v->guarded = 1;
-        E.guarded_at = E.ops; /* the window goes on while it guards new work */
+    int was = v->guarded;
+    if (ag_learner_guarded(&E.learner, v)) {
+        if (!was && E.cupti_learning) {
+            E.guarded_at = E.ops; /* the window goes on while it guards new work */
+            E.window_guarded = 1;
+        }
+        return;
     }
-    if (!v->guarded && (v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning &&
-        ag_cupti_mode() == AG_CUPTI_LEARN && ag_cupti_can_guard() && E.ops - E.detached_at >= ATTACH_BACKOFF * E.window)
+    if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
+        ag_cupti_can_guard() && (!E.detached_t || now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
         cupti_learning(1);
-}
-
-/* A new chunk starts: it is guarded if it starts under CUPTI's callbacks. */
-static void chunk_begin(void)
-{
-    E.chunk_guarded = ag_cupti_attached();
 }
 
 /* ---- arena and pending operations ---- */
@@ -225,13 +253,18 @@ static int reserve(size_t bytes)
     return 0;
 }
 
+/* Line-aligned: records are a multiple of 64 bytes long (with CUDA 12 and 13 headers), so that a
+ * kernel's (AG_OP_KERNEL_SIZE, what is written when it is held back) fills one line. */
 static ag_op_t *pending_slot(void)
 {
     if (E.npending == E.cap_pending) {
         uint32_t cap = E.cap_pending ? E.cap_pending * 2 : 256;
-        ag_op_t *p = realloc(E.pending, sizeof *p * cap);
+        ag_op_t *p = aligned_alloc(64, (sizeof *p * cap + 63) & ~(size_t)63);
         if (!p)
             return NULL;
+        if (E.npending)
+            memcpy(p, E.pending, sizeof *p * E.npending);
+        free(E.pending);
         E.pending = p;
         E.cap_pending = cap;
     }
@@ -396,9 +429,13 @@ static void complete(ag_variant_t *v)
 
 static void refresh_candidates(void)
 {
-    E.learner.require_guard = (uint8_t)ag_cupti_can_guard();
+    E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !E.trusted);
     E.ncand = E.guard_stopped ? 0 : ag_learner_candidates(&E.learner, E.cands);
     memcpy(E.match, E.cands, sizeof E.cands);
+    for (int i = 0; i < E.ncand; i++) {
+        E.msigs[i] = E.cands[i]->sigs;
+        E.mlen[i] = E.cands[i]->len;
+    }
     E.nmatch = E.ncand;
 }
 
@@ -437,7 +474,6 @@ static void barrier(uint64_t kind, int reason)
     E.nrecs = 0;
     sighted(v);
     segment_begin();
-    chunk_begin();
     if (c) {
         if (v == c)
             complete(c);
@@ -445,6 +481,20 @@ static void barrier(uint64_t kind, int reason)
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
     refresh_candidates();
+}
+
+/* A sampled interval contains about one clock read of its own (the end of the one that starts it, the
+ * start of the one that ends it): the least of a few back-to-back pairs, subtracted from every sample,
+ * so that host_ns_per_match is what the launches that are not sampled cost. */
+static uint64_t timer_cost(void)
+{
+    uint64_t least = UINT64_MAX;
+    for (int i = 0; i < 32; i++) {
+        uint64_t a = now_ns(), b = now_ns();
+        if (b - a < least)
+            least = b - a;
+    }
+    return least;
 }
 
 static int init_engine(CUcontext ctx)
@@ -468,8 +518,9 @@ static int init_engine(CUcontext ctx)
         return -1;
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
+    E.timer_ns = timer_cost();
+    ag_learner_watch(&E.learner, ag_cupti_attached()); /* guard and always modes: attached from the start */
     segment_begin();
-    chunk_begin();
     refresh_candidates();
     return 0;
 }
@@ -484,6 +535,8 @@ static int tainted(uint64_t sig)
     return 0;
 }
 
+/* *sig_out: the operation's signature; for a kernel, computed by the caller before the lock and given
+ * on entry. */
 static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out,
                      uint64_t *op_out)
 {
@@ -502,7 +555,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
                 o->rec_idx = (int32_t)E.recs[i].pos;
     }
     uint32_t pos0 = E.learner.chunk_pos;
-    uint64_t sig = ag_op_sig(o);
+    uint64_t sig = o->kind == OP_KERNEL ? *sig_out : ag_op_sig(o);
     *sig_out = sig;
     if (op_out)
         *op_out = E.ops;
@@ -513,8 +566,11 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
         uint32_t pos = E.learner.chunk_pos;
         int k = 0;
         for (int i = 0; i < E.nmatch; i++)
-            if (E.match[i]->len > pos && E.match[i]->sigs[pos] == sig)
-                E.match[k++] = E.match[i];
+            if (E.mlen[i] > pos && E.msigs[i][pos] == sig) {
+                E.match[k] = E.match[i];
+                E.msigs[k] = E.msigs[i];
+                E.mlen[k++] = E.mlen[i];
+            }
         E.nmatch = k;
         if (!k) {
             fallback(FB_MISMATCH);
@@ -532,15 +588,11 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
             }
             if (ok && o->kind == OP_KERNEL) {
                 uint32_t total = o->layout->total;
-                ok = reserve(total) == 0;
+                ok = E.arena_used + total <= UINT32_MAX && reserve(total) == 0; /* arg_off is 32 bits */
                 if (ok) {
                     unsigned char *a = E.arena + E.arena_used;
                     if (kparams) {
-                        const ag_layout_t *lay = o->layout;
-                        for (uint32_t i = 0; i < lay->ngaps; i++)
-                            memset(a + lay->gap_off[i], 0, lay->gap_len[i]);
-                        for (uint32_t i = 0; i < lay->nparams; i++)
-                            memcpy(a + lay->off[i], kparams[i], lay->size[i]);
+                        ag_args_copy(o->layout, a, kparams);
                     } else {
                         const void *buf = NULL;
                         size_t size = 0;
@@ -554,20 +606,16 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
                         if (ok)
                             memcpy(a, buf, total);
                     }
-                    o->arg_off = E.arena_used;
+                    o->arg_off = (uint32_t)E.arena_used;
                     if (ok)
                         E.arena_used += total;
                 }
             }
             if (ok) {
-                memcpy(slot, o, ag_op_size(o));
+                ag_op_copy(slot, o);
                 E.npending++;
                 E.deferred++;
                 deferred = 1;
-                if (t0) {
-                    E.match_ns += now_ns() - t0;
-                    E.match_timed++;
-                }
             } else {
                 fallback(FB_UNDEFERRABLE);
             }
@@ -588,6 +636,13 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
         cupti_learning(0); /* the window guarded nothing new for a while */
     int step = ag_learner_push(&E.learner, sig);
+    if (deferred && t0 && !step) {
+        /* a held-back launch, from hook entry to here (the learner included; one that completes a chunk
+         * is counted in the replay's host time instead) */
+        uint64_t ns = now_ns() - t0;
+        E.match_ns += ns > E.timer_ns ? ns - E.timer_ns : 0;
+        E.match_timed++;
+    }
     if (step) {
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
         if (E.npending && !c)
@@ -597,7 +652,6 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
         sighted(v);
         if (step == 2)
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
-        chunk_begin();
         if (c) {
             if (v == c)
                 complete(c);
@@ -620,7 +674,8 @@ static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64
     CUresult r = fn(call);
     ag_timing_op = 0;
     if (timed) {
-        atomic_fetch_add_explicit(&E.eager_ns, now_ns() - t0, memory_order_relaxed);
+        uint64_t ns = now_ns() - t0;
+        atomic_fetch_add_explicit(&E.eager_ns, ns > E.timer_ns ? ns - E.timer_ns : 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
     }
     if (r != CUDA_SUCCESS) {
@@ -631,21 +686,36 @@ static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64
     return r;
 }
 
+/* cuCtxGetCurrent, published once the engine is set up: enter calls it before taking the lock. */
+static _Atomic(ag_drv_cuCtxGetCurrent_t) ctx_query;
+
 /* Takes the engine lock and checks that the engine may handle a call now. */
 static int enter(void)
 {
+    /* The driver's lines are as cold as ours: asked before the lock, the current context costs misses
+     * that overlap the lock's and prefetch_hot's instead of following them. Only this thread can change
+     * its current context, and it is in here. */
+    ag_drv_cuCtxGetCurrent_t query = atomic_load_explicit(&ctx_query, memory_order_acquire);
+    CUcontext ctx = NULL;
+    CUresult qr = query ? query(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&E.lock);
     if (E.disabled || E.app_captures > 0 || !atomic_load_explicit(&ag_engine_on, memory_order_relaxed))
         return 0;
-    CUcontext ctx = NULL;
-    if (!ag_drv.cuCtxGetCurrent && !E.ready) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-        ag_drv.cuCtxGetCurrent = h ? (ag_drv_cuCtxGetCurrent_t)ag_real_dlsym(h, "cuCtxGetCurrent") : NULL;
+    if (!query) {
+        if (!ag_drv.cuCtxGetCurrent && !E.ready) {
+            void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+            ag_drv.cuCtxGetCurrent = h ? (ag_drv_cuCtxGetCurrent_t)ag_real_dlsym(h, "cuCtxGetCurrent") : NULL;
+        }
+        qr = ag_drv.cuCtxGetCurrent ? ag_drv.cuCtxGetCurrent(&ctx) : CUDA_ERROR_NOT_FOUND;
     }
-    if (!ag_drv.cuCtxGetCurrent || ag_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    if (qr != CUDA_SUCCESS || !ctx)
         return 0;
-    if (!E.ready)
-        return init_engine(ctx) == 0;
+    if (!E.ready) {
+        if (init_engine(ctx) != 0)
+            return 0;
+        atomic_store_explicit(&ctx_query, ag_drv.cuCtxGetCurrent, memory_order_release);
+        return 1;
+    }
     if (ctx != E.ctx) {
         /* Work for another context: everything held back goes first, and this call passes. */
         if (E.npending)
@@ -691,13 +761,44 @@ static CUstream norm_stream(CUstream s)
 /* Every 16th operation of a thread is timed from hook entry to return, for host_ns_per_match. */
 static AG_TLS unsigned sample_tick;
 
+/* Between two launches an interpreter evicts the engine's state from the caches, and the lock's atomic
+ * orders the loads after it: unasked, each line the launch needs would be missed only once the one before
+ * it arrived. These lines' addresses are known before the lock (asking for them reads nothing), so they
+ * are asked for together, and arrive while the lock is taken. */
+static inline void prefetch_hot(const kcall_t *c)
+{
+    for (const char *p = (const char *)&E; p <= (const char *)&E.seg_timed; p += 64)
+        __builtin_prefetch(p); /* for reading: a thread holding the lock keeps its lines */
+    __builtin_prefetch(&E.learner.chunk_pos);
+    __builtin_prefetch(&E.learner.tick);
+    __builtin_prefetch(&E.learner.ring_total);
+    __builtin_prefetch(&ag_drv.cuCtxGetCurrent);
+    __builtin_prefetch(&ag_hook_per_thread[c->id]);
+    ag_layout_prefetch(c->f);
+}
+
+/* Under the lock: the lines a held-back launch goes on to, found through the hot fields. */
+static inline void prefetch_arrive(void)
+{
+    uint32_t pos = E.learner.chunk_pos;
+    for (int i = 0; i < E.nmatch; i++)
+        if (E.mlen[i] > pos)
+            __builtin_prefetch(&E.msigs[i][pos]);
+    if (E.npending < E.cap_pending)
+        __builtin_prefetch(&E.pending[E.npending], 1);
+    /* the start of this launch's arguments: most blocks are a few lines long (longer ones stream) */
+    for (size_t off = E.arena_used; off < E.arena_cap && off < E.arena_used + 256; off += 64)
+        __builtin_prefetch(E.arena + off, 1);
+    __builtin_prefetch(&E.learner.chunk_sigs[pos], 1);
+    __builtin_prefetch(&E.learner.ring[E.learner.ring_total % AG_PERIOD_WINDOW], 1);
+}
+
 static CUresult kernel_common(kcall_t *c)
 {
     uint64_t t0 = (sample_tick++ & 15) == 0 ? now_ns() : 0;
-    if (!enter()) {
-        leave();
-        return eager_kernel(c);
-    }
+    prefetch_hot(c);
+    /* The record and its signature need no lock: made before it, while the lines asked for arrive (and
+     * not while another thread waits for the lock). */
     ag_op_t o;
     o.kind = OP_KERNEL;
     o.ex = c->cfg != NULL;
@@ -708,8 +809,7 @@ static CUresult kernel_common(kcall_t *c)
     o.block[0] = c->bx, o.block[1] = c->by, o.block[2] = c->bz;
     o.smem = c->smem;
     o.stream = norm_stream(c->stream);
-    o.layout = ag_layout_of(c->f);
-    int ok = o.layout && !o.layout->no_defer && !per_thread(c->id, c->stream) && (!c->params || !c->extra);
+    int ok = !per_thread(c->id, c->stream) && (!c->params || !c->extra);
     if (ok && c->cfg) {
         if (c->cfg->numAttrs > AG_MAX_ATTRS)
             ok = 0;
@@ -726,13 +826,22 @@ static CUresult kernel_common(kcall_t *c)
             }
         }
     }
+    uint64_t sig = ok ? ag_op_sig(&o) : 0;
+    if (!enter()) {
+        leave();
+        return eager_kernel(c);
+    }
+    if (E.nmatch)
+        prefetch_arrive();
+    o.layout = ag_layout_of(c->f);
+    ok = ok && o.layout && !o.layout->no_defer;
     CUresult r;
     if (!ok) {
         barrier(0xdefe4ULL, FB_UNDEFERRABLE);
         leave(); /* held work is issued; this one needs no lock */
         return eager_kernel(c);
     } else {
-        uint64_t sig, op;
+        uint64_t op;
         if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig, &op)) {
             leave();
             return issue_now(eager_kernel, c, sig, 1, op);
@@ -1113,6 +1222,7 @@ void ag_engine_unhooked(void)
 void ag_engine_guard_lost(void)
 {
     pthread_mutex_lock(&E.lock);
+    ag_learner_watch(&E.learner, 0);
     if (E.unhooked_seen)
         stop_deferring("the CUPTI guard was released to a profiler after it had seen calls past every hook");
     pthread_mutex_unlock(&E.lock);
@@ -1122,6 +1232,7 @@ void ag_engine_fork_child(void)
 {
     /* CUDA cannot be used in a forked child; the child's calls go straight to the driver. */
     pthread_mutex_init(&E.lock, NULL);
+    atomic_store(&ctx_query, NULL);
     E.disabled = 1;
     atomic_store(&ag_engine_on, 0);
 }

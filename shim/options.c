@@ -22,11 +22,12 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "device-to-device copy; 'off': every call goes straight to the driver (statistics are "
                       "still counted)."},
     [AG_OPT_CUPTI] = {"AUTOGRAPH_CUPTI", AG_OPT_ENUM, "learn", "off|learn|guard|always",
-                      "CUPTI observer. 'learn': while the shim learns, CUPTI callbacks catch launches, copies "
-                      "and syncs that reached the driver past every hook (deferred work is issued before "
-                      "them, and the shim stops deferring if they recur) and kernel timings are recorded; "
-                      "both are switched off before graphs are replayed (with callbacks on, graph launches "
-                      "cost 200-365 us). 'guard': callbacks on for the whole run (safest, slow graph "
+                      "CUPTI observer. 'learn': once work repeats, CUPTI callbacks watch it before any of it is "
+                      "deferred and catch launches, copies and syncs that reach the driver past every hook "
+                      "(deferred work is issued before them, and the shim stops deferring), and kernel "
+                      "timings are recorded; both are switched off before graphs are replayed (with "
+                      "callbacks on, graph launches cost 200-365 us). A program that never repeats never "
+                      "opens CUPTI. 'guard': callbacks on for the whole run (safest, slow graph "
                       "launches). 'always': callbacks and timings for the whole run (for checking "
                       "coverage). 'off': no CUPTI. A profiler that subscribes later gets CUPTI."},
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",

@@ -11,6 +11,7 @@
 #define CONTENT0 0x13198a2e03707344ULL
 #define VIRTUAL_KIND 0xa4093822299f31d0ULL
 #define MAX_FAILS 10
+#define GKEYS (1u << 16)
 
 uint64_t ag_mix(uint64_t h, uint64_t v)
 {
@@ -205,7 +206,8 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
     l->ring = malloc(sizeof(uint64_t) * AG_PERIOD_WINDOW);
     l->prefix = malloc(sizeof(int32_t) * AG_PERIOD_WINDOW);
     l->lin = malloc(sizeof(uint64_t) * AG_PERIOD_WINDOW);
-    if (!l->table.buckets || !l->chunk_sigs || !l->ring || !l->prefix || !l->lin) {
+    l->gkeys = calloc(GKEYS, sizeof *l->gkeys);
+    if (!l->table.buckets || !l->chunk_sigs || !l->ring || !l->prefix || !l->lin || !l->gkeys) {
         ag_learner_destroy(l);
         return -ENOMEM;
     }
@@ -232,6 +234,7 @@ void ag_learner_destroy(ag_learner_t *l)
     free(l->ring);
     free(l->prefix);
     free(l->lin);
+    free(l->gkeys);
     memset(l, 0, sizeof *l);
 }
 
@@ -282,11 +285,57 @@ static int period_holds(const ag_learner_t *l)
     return 1;
 }
 
+/* ---- what the guard saw ---- */
+
+static struct ag_gkey *gkey_slot(ag_learner_t *l, uint64_t key)
+{
+    size_t i = (size_t)(key ^ (key >> 31)) & (GKEYS - 1);
+    while (l->gkeys[i].run && l->gkeys[i].key != key)
+        i = (i + 1) & (GKEYS - 1);
+    return &l->gkeys[i];
+}
+
+static void gkey_put(ag_learner_t *l, uint64_t key, uint32_t pos)
+{
+    if (l->ngkeys >= GKEYS / 4 * 3) {
+        memset(l->gkeys, 0, sizeof *l->gkeys * GKEYS); /* coverage not yet claimed by a variant is lost */
+        l->ngkeys = 0;
+    }
+    struct ag_gkey *g = gkey_slot(l, key);
+    l->ngkeys += !g->run;
+    g->key = key;
+    g->run = l->watch_run;
+    g->pos = pos;
+}
+
+void ag_learner_watch(ag_learner_t *l, int on)
+{
+    if (!on) {
+        l->watch_run = 0;
+        return;
+    }
+    if (l->watch_run)
+        return;
+    l->watch_run = ++l->last_run ? l->last_run : ++l->last_run; /* never 0 */
+    gkey_put(l, key_of(l), l->seg_pos); /* what comes after this point is watched */
+}
+
+int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v)
+{
+    if (v->guarded)
+        return 1;
+    const struct ag_gkey *a = gkey_slot(l, v->start), *b = gkey_slot(l, v->end);
+    v->guarded = a->run && b->run && a->run == b->run && b->pos == a->pos + v->len;
+    return v->guarded;
+}
+
 int ag_learner_push(ag_learner_t *l, uint64_t sig)
 {
     l->chunk_sigs[l->chunk_pos++] = sig;
     l->content = ag_mix(l->content, sig);
     l->seg_pos++;
+    if (l->watch_run)
+        gkey_put(l, key_of(l), l->seg_pos);
     l->tick++;
     l->ring[l->ring_total++ % AG_PERIOD_WINDOW] = sig;
     if (l->period) {
@@ -336,6 +385,8 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     l->seg_pos = 0;
     l->chunk_pos = 0;
     l->chunk_start = key_of(l);
+    if (l->watch_run)
+        gkey_put(l, l->chunk_start, 0);
     if (virtual_) {
         l->period_pos = 0;
     } else {
@@ -354,7 +405,7 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
     int n = 0;
     ag_vtable_t *t = &l->table;
     for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v && n < AG_MAX_CANDIDATES; v = v->next) {
-        if (v->start != l->chunk_start || v->ungraphable || (l->require_guard && !v->guarded))
+        if (v->start != l->chunk_start || v->ungraphable || (l->require_guard && !ag_learner_guarded(l, v)))
             continue;
         const ag_seglen_t *s = seglen_slot(l, v->seg);
         if (s->seed == v->seg && s->gpu_bound)

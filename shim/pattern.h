@@ -21,7 +21,7 @@ typedef struct ag_variant {
     uint32_t len;            /* operations */
     uint8_t ends_at_barrier; /* closed by a barrier (real or virtual) rather than by the chunk plan */
     uint8_t ungraphable;     /* building or launching its graph failed: never defer it again */
-    uint8_t guarded;         /* seen once whole while the CUPTI guard watched (see require_guard) */
+    uint8_t guarded;         /* its operations were seen in one run of the CUPTI guard (ag_learner_guarded) */
     uint32_t seen;           /* sightings since it was learned or last failed */
     uint32_t fails;          /* deferrals of this start that failed: the backoff exponent */
     uint64_t last_used;      /* learner tick of the last sighting, for eviction */
@@ -82,6 +82,17 @@ typedef struct {
     int32_t *prefix;       /* scratch for the prefix function */
     uint64_t *lin;         /* scratch: the window in chronological order */
 
+    /* Keys (points of the iteration) passed while the CUPTI guard watched, with the watch run they were
+     * last seen in and their position in the segment: a chunk whose start and end keys were passed in one
+     * run, len operations apart, had every operation of it seen by the guard, whatever chunk plan cut it
+     * (open addressing; cleared when three quarters full). */
+    struct ag_gkey {
+        uint64_t key;
+        uint32_t run, pos;
+    } *gkeys;
+    size_t ngkeys;
+    uint32_t watch_run, last_run; /* watch_run: the run now, 0 while not watching */
+
     /* candidates that failed in the current chunk, judged when it closes */
     ag_variant_t *failed[AG_MAX_CANDIDATES];
     int nfailed;
@@ -120,6 +131,12 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
  * the GPU's): its variants stop being candidates until a later timing says otherwise. The GPU time per
  * operation also sets how far the chunk plan's tail shrinks. */
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns);
+
+/* The CUPTI guard starts (on) or stops watching the operations pushed from now on. */
+void ag_learner_watch(ag_learner_t *l, int on);
+
+/* Whether every operation of v was seen in one run of the guard (cached in v->guarded once true). */
+int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v);
 
 /* A deferral of these candidates failed. Unless the chunk turns out to be another known variant, they
  * are charged when it closes: from the second failure in a row on, their sightings are forgotten and

@@ -8,10 +8,8 @@
 #include "pattern.h"
 #include "record.h"
 
-#define LAYOUT_SLOTS 8192
-
 ag_drv_t ag_drv;
-static ag_layout_t *layouts[LAYOUT_SLOTS];
+ag_layout_t *ag_layouts[AG_LAYOUT_SLOTS];
 static void **ptrs; /* scratch kernelParams */
 static uint32_t cap_ptrs;
 
@@ -30,11 +28,6 @@ int ag_record_bind(void)
                : 0;
 }
 
-size_t ag_op_size(const ag_op_t *o)
-{
-    return offsetof(ag_op_t, attrs) + sizeof(CUlaunchAttribute) * o->nattrs;
-}
-
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args)
 {
     if (lay->nparams > cap_ptrs) {
@@ -45,7 +38,7 @@ void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args)
         cap_ptrs = lay->nparams;
     }
     for (uint32_t i = 0; i < lay->nparams; i++)
-        ptrs[i] = args + lay->off[i];
+        ptrs[i] = args + lay->p[i].off;
     return ptrs;
 }
 
@@ -56,47 +49,22 @@ static int is_nccl(const char *name)
     return name && (strstr(name, "ncclKernel") || strstr(name, "ncclDevKernel"));
 }
 
-/* Records the bytes no parameter covers. Parameters arrive in offset order from the driver; anything
- * else (overlaps, disorder) is treated as having no usable layout. */
-static int find_gaps(ag_layout_t *l)
+/* Parameters arrive in offset order from the driver; anything else (overlaps, disorder) is treated as
+ * having no usable layout (ag_args_copy relies on the order). */
+static int params_ordered(const uint32_t *off, const uint32_t *size, uint32_t n)
 {
     uint32_t end = 0;
-    for (uint32_t i = 0; i < l->nparams; i++) {
-        if (l->off[i] < end)
-            return -1;
-        if (l->off[i] > end) {
-            uint32_t *o = realloc(l->gap_off, sizeof *o * (l->ngaps + 1)), *n;
-            if (o)
-                l->gap_off = o;
-            n = realloc(l->gap_len, sizeof *n * (l->ngaps + 1));
-            if (n)
-                l->gap_len = n;
-            if (!o || !n)
-                return -1;
-            l->gap_off[l->ngaps] = end;
-            l->gap_len[l->ngaps++] = l->off[i] - end;
-        }
-        end = l->off[i] + l->size[i];
+    for (uint32_t i = 0; i < n; i++) {
+        if (off[i] < end)
+            return 0;
+        end = off[i] + size[i];
     }
-    return 0;
+    return 1;
 }
 
-const ag_layout_t *ag_layout_of(CUfunction f)
+/* The new layout of f, its parameter table queried from the driver (no_defer when that fails). */
+static ag_layout_t *layout_new(CUfunction f)
 {
-    uint32_t h = (uint32_t)(((uintptr_t)f >> 4) ^ ((uintptr_t)f >> 20)) % LAYOUT_SLOTS;
-    for (uint32_t probe = 0; probe < LAYOUT_SLOTS; probe++, h = (h + 1) % LAYOUT_SLOTS) {
-        ag_layout_t *l = layouts[h];
-        if (!l)
-            break;
-        if (l->handle == f)
-            return l;
-    }
-    if (layouts[h])
-        return NULL; /* table full: such a program is not ours to speed up */
-    ag_layout_t *l = calloc(1, sizeof *l);
-    if (!l)
-        return NULL;
-    l->handle = f;
     /* PyTorch passes CUkernel handles, on which the CUfunction queries fail with INVALID_HANDLE. */
     int kernel = 0;
     size_t off, size;
@@ -109,41 +77,69 @@ const ag_layout_t *ag_layout_of(CUfunction f)
     if (kernel ? !ag_drv.cuKernelGetName || ag_drv.cuKernelGetName(&name, (CUkernel)f) != CUDA_SUCCESS
                : !ag_drv.cuFuncGetName || ag_drv.cuFuncGetName(&name, f) != CUDA_SUCCESS)
         name = NULL;
+    int no_defer = 0;
+    uint32_t n = 0, cap = 0, total = 0, *offs = NULL, *sizes = NULL;
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {
-        l->no_defer = 1; /* no way to know the argument bytes */
+        no_defer = 1; /* no way to know the argument bytes */
     } else {
-        uint32_t cap = 0;
         for (uint32_t i = 0; r == CUDA_SUCCESS; i++) {
             if (i == cap) {
                 cap = cap ? cap * 2 : 16;
-                uint32_t *o = realloc(l->off, sizeof *o * cap), *s;
+                uint32_t *o = realloc(offs, sizeof *o * cap), *s;
                 if (o)
-                    l->off = o;
-                s = realloc(l->size, sizeof *s * cap);
+                    offs = o;
+                s = realloc(sizes, sizeof *s * cap);
                 if (s)
-                    l->size = s;
+                    sizes = s;
                 if (!o || !s) {
-                    l->no_defer = 1;
+                    no_defer = 1;
                     break;
                 }
             }
-            l->off[i] = (uint32_t)off;
-            l->size[i] = (uint32_t)size;
-            l->nparams = i + 1;
-            if (off + size > l->total)
-                l->total = (uint32_t)(off + size);
+            offs[i] = (uint32_t)off;
+            sizes[i] = (uint32_t)size;
+            n = i + 1;
+            if (off + size > total)
+                total = (uint32_t)(off + size);
             r = kernel ? ag_drv.cuKernelGetParamInfo((CUkernel)f, i + 1, &off, &size)
                        : ag_drv.cuFuncGetParamInfo(f, i + 1, &off, &size);
         }
     }
-    if (!l->no_defer && find_gaps(l) != 0)
-        l->no_defer = 1;
+    if (!no_defer && !params_ordered(offs, sizes, n))
+        no_defer = 1;
     if (is_nccl(name))
-        l->no_defer = 1; /* NCCL kernels wait on other processes: never hold them back */
-    layouts[h] = l;
-    ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes%s", name ? name : "?", (void *)f,
-           l->nparams, l->total, l->no_defer ? ", never deferred" : "");
+        no_defer = 1; /* NCCL kernels wait on other processes: never hold them back */
+    ag_layout_t *l = calloc(1, sizeof *l + sizeof l->p[0] * n);
+    if (l) {
+        l->handle = f;
+        l->nparams = n;
+        l->total = total;
+        l->no_defer = (uint8_t)no_defer;
+        for (uint32_t i = 0; i < n; i++) {
+            l->p[i].off = offs[i];
+            l->p[i].size = sizes[i];
+        }
+        ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes%s", name ? name : "?", (void *)f,
+               l->nparams, l->total, l->no_defer ? ", never deferred" : "");
+    }
+    free(offs);
+    free(sizes);
     return l;
+}
+
+const ag_layout_t *ag_layout_find(CUfunction f)
+{
+    uint32_t h = ag_layout_slot(f);
+    for (uint32_t probe = 0; probe < AG_LAYOUT_SLOTS; probe++, h = (h + 1) % AG_LAYOUT_SLOTS) {
+        ag_layout_t *l = ag_layouts[h];
+        if (!l)
+            break;
+        if (l->handle == f)
+            return l;
+    }
+    if (ag_layouts[h])
+        return NULL; /* table full: such a program is not ours to speed up */
+    return ag_layouts[h] = layout_new(f);
 }
 
 /* ---- signatures ---- */
@@ -159,8 +155,8 @@ static inline uint64_t fold(uint64_t h, uint64_t v)
 uint64_t ag_op_sig(const ag_op_t *o)
 {
     uint64_t h = fold((uint64_t)o->kind + 1, (uint64_t)(uintptr_t)o->stream);
-    switch (o->kind) {
-    case OP_KERNEL:
+    /* Kernels outside the switch: its jump table would be one more cold line at every launch. */
+    if (o->kind == OP_KERNEL) {
         h = fold(h, (uint64_t)(uintptr_t)o->f);
         h = fold(h, (uint64_t)o->grid[0] | (uint64_t)o->grid[1] << 32);
         h = fold(h, (uint64_t)o->grid[2] | (uint64_t)o->block[0] << 32);
@@ -171,7 +167,9 @@ uint64_t ag_op_sig(const ag_op_t *o)
             for (size_t k = 0; k < sizeof o->attrs[i] / 8; k++)
                 h = fold(h, w[k]);
         }
-        break;
+        return ag_mix(h, 0);
+    }
+    switch (o->kind) {
     case OP_MEMSET:
         h = fold(h, (uint64_t)o->n ^ (uint64_t)o->elem << 56);
         break;

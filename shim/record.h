@@ -6,6 +6,7 @@
 #define AG_RECORD_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -25,35 +26,38 @@ extern ag_drv_t ag_drv;
 /* The driver's own entry point behind a hook. */
 #define REAL(name) ((ag_fn_##name##_t)ag_real[AG_ID_##name])
 
+/* One allocation per kernel, the parameter table inline: a launch reads one or two lines of it (they are
+ * cold at every launch when an interpreter runs in between). */
 typedef struct {
     const void *handle;
     uint32_t nparams;
     uint32_t total;   /* bytes from the first parameter to the end of the last */
     uint8_t no_defer; /* NCCL kernels, or no layout */
-    uint32_t *off, *size;
-    /* padding between parameters: zeroed on copy so that equal arguments compare equal */
-    uint32_t ngaps;
-    uint32_t *gap_off, *gap_len;
+    struct {
+        uint32_t off, size; /* in offset order, never overlapping (else no_defer) */
+    } p[];
 } ag_layout_t;
 
 typedef enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_EVREC, OP_EVWAIT, OP_D2H, OP_H2D } ag_op_kind_t;
 
+/* A kernel launch without attributes uses only the first 64 bytes (up to dst): that much is copied
+ * when it is held back (ag_op_copy). */
 typedef struct {
     uint8_t kind;
     uint8_t ex; /* from cuLaunchKernelEx */
     uint8_t nattrs;
-    ag_id_t id; /* the entry point it came through, for an eager re-issue */
+    int8_t stage; /* host-to-device copy: staging buffer of a snapshotted pageable source, or -1 */
+    ag_id_t id;   /* the entry point it came through, for an eager re-issue */
     CUfunction f;
     unsigned grid[3], block[3], smem;
+    uint32_t arg_off; /* kernel arguments in the arena (a chunk's arguments stay far below 4 GiB) */
     CUstream stream;
     const ag_layout_t *layout;
-    size_t arg_off; /* kernel arguments in the arena */
     /* memset / copy (hdst: the host destination of a blocking device-to-host copy; hsrc: the pinned
      * source of a host-to-device copy, the application's or a staging buffer of ours) */
     CUdeviceptr dst, src;
     void *hdst;
     const void *hsrc;
-    int8_t stage; /* staging buffer of a snapshotted pageable source, or -1 */
     size_t n;
     unsigned value, elem;
     /* event record / wait: the event is an argument, not part of the signature; what a wait depends on
@@ -73,12 +77,73 @@ typedef struct {
     size_t arena_used;
 } ag_chunk_t;
 
+#define AG_OP_KERNEL_SIZE offsetof(ag_op_t, dst)
+
 /* Resolves ag_drv from libcuda; 0, or -1 when an entry point the engine needs is missing. */
 int ag_record_bind(void);
-/* Bytes of a record worth copying (the attributes it has, not all of them). */
-size_t ag_op_size(const ag_op_t *o);
+
+/* Bytes of a record worth copying (the fields its kind uses and the attributes it has, not all of them). */
+static inline size_t ag_op_size(const ag_op_t *o)
+{
+    if (o->kind == OP_KERNEL && !o->nattrs)
+        return AG_OP_KERNEL_SIZE;
+    return offsetof(ag_op_t, attrs) + sizeof(CUlaunchAttribute) * o->nattrs;
+}
+
+/* Copies a record (what ag_op_size says); the common case, a kernel without attributes, inline. */
+static inline void ag_op_copy(ag_op_t *dst, const ag_op_t *src)
+{
+    if (src->kind == OP_KERNEL && !src->nattrs)
+        memcpy(dst, src, AG_OP_KERNEL_SIZE);
+    else
+        memcpy(dst, src, ag_op_size(src));
+}
+
+/* The layout cache: open addressing on the handle. Written under the engine lock only. */
+#define AG_LAYOUT_SLOTS 8192
+extern ag_layout_t *ag_layouts[AG_LAYOUT_SLOTS];
+
+static inline uint32_t ag_layout_slot(CUfunction f)
+{
+    return (uint32_t)(((uintptr_t)f >> 4) ^ ((uintptr_t)f >> 20)) % AG_LAYOUT_SLOTS;
+}
+
+/* ag_layout_of past its first probe: probes further, or queries the driver and caches a new layout. */
+const ag_layout_t *ag_layout_find(CUfunction f);
+
 /* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. */
-const ag_layout_t *ag_layout_of(CUfunction f);
+static inline const ag_layout_t *ag_layout_of(CUfunction f)
+{
+    const ag_layout_t *l = ag_layouts[ag_layout_slot(f)];
+    return AG_LIKELY(l && l->handle == f) ? l : ag_layout_find(f);
+}
+
+/* Asks for the cache line where ag_layout_of(f) starts looking (no access: usable without the lock). */
+static inline void ag_layout_prefetch(CUfunction f)
+{
+    __builtin_prefetch(&ag_layouts[ag_layout_slot(f)]);
+}
+
+/* Copies a launch's parameters (kernelParams) into one block laid out by `lay`. The bytes between
+ * parameters belong to none and are zeroed, so that equal arguments compare equal. */
+static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, const void *const *kparams)
+{
+    uint32_t end = 0;
+    for (uint32_t i = 0; i < lay->nparams; i++) {
+        uint32_t off = lay->p[i].off, size = lay->p[i].size;
+        if (off > end)
+            memset(dst + end, 0, off - end);
+        /* Most parameters are pointers and scalars: constant sizes copy without a call. */
+        if (size == 8)
+            memcpy(dst + off, kparams[i], 8);
+        else if (size == 4)
+            memcpy(dst + off, kparams[i], 4);
+        else
+            memcpy(dst + off, kparams[i], size);
+        end = off + size;
+    }
+}
+
 /* kernelParams pointing into an argument block laid out by `lay` (scratch, valid until the next call). */
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
 uint64_t ag_op_sig(const ag_op_t *o);

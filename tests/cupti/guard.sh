@@ -144,7 +144,8 @@ gpu_bound)
     plain p --no-unhooked --iters 20 --spin-us 200
     shim run -- --no-unhooked --iters 20 --spin-us 200
     same p run
-    expect run "s['replay']['segments_gpu_bound'] >= 1 and s['replay']['launches_replayed'] == 0"
+    # (the timing arrives when CUPTI detaches, at the first graph launch: that one chunk is replayed)
+    expect run "s['replay']['segments_gpu_bound'] >= 1 and s['replay']['launches_replayed'] <= 15"
     expect run "c.get('kernel_us_mean', 0) >= 200"
     shim forced AUTOGRAPH_GPU_BOUND=0 -- --no-unhooked --iters 20 --spin-us 200
     same p forced

@@ -215,6 +215,30 @@ int main(void)
     CHECK(s.fallbacks == 0);
     ag_learner_destroy(&s.l);
 
+    /* The guard's coverage belongs to the points of the iteration it watched, not to chunks: chunks that
+     * a new plan cuts out of watched work (the tail's timing arrived) are deferrable without another
+     * window, and work it never watched is not. */
+    sim_init(&s, 128);
+    s.l.require_guard = 1;
+    iteration(&s, 200, 0, 1);
+    ag_learner_watch(&s.l, 1);
+    for (int it = 0; it < 3; it++) /* the second iteration's point of the loop comes back from the third */
+        iteration(&s, 200, 0, 1);
+    ag_learner_watch(&s.l, 0);
+    CHECK(s.replayed > 0);
+    ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * 50000, 1000000000ull); /* the tail now shrinks to 1 */
+    for (int it = 0; it < 3; it++)
+        iteration(&s, 200, 0, 1);
+    long before_last = s.replayed;
+    iteration(&s, 200, 0, 1);
+    CHECK(s.replayed - before_last == 200);
+    long watched = s.replayed;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 200, 1, 1); /* another shape, never watched */
+    CHECK(s.replayed == watched);
+    CHECK(s.fallbacks <= 2);
+    ag_learner_destroy(&s.l);
+
     /* A loop that never syncs: virtual segments neither ramp nor shrink (the host never waits there). */
     sim_init(&s, 16);
     for (int i = 0; i < 3000; i++)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs match_bench on fakecuda, plain and under the shim.
+#   match_bench.sh BUILD_DIR check [bench args...]: identical output with and without the shim, and most
+#     launches replayed (a CTest; it times nothing).
+#   match_bench.sh BUILD_DIR measure RUNS [bench args...]: host_ns_per_match of each run under the shim
+#     and their median (the machine is noisy: compare medians of several runs, never single ones).
+set -euo pipefail
+build=$1 mode=$2
+shift 2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+prog=$build/bin/match_bench
+shim() {
+    env AUTOGRAPH_CUPTI=off LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.json" "$prog" "$@"
+}
+case $mode in
+check)
+    "$prog" "$@" >"$tmp/plain.out"
+    shim "$@" >"$tmp/shim.out"
+    diff -u "$tmp/plain.out" "$tmp/shim.out"
+    python3 - "$tmp/stats.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["replay"]
+frac = 100.0 * r["launches_replayed"] / max(1, s["launches"])
+print(f"launches {s['launches']} replayed {r['launches_replayed']} ({frac:.1f}%), host_ns_per_match {r['host_ns_per_match']}")
+if frac < 80:
+    sys.exit(f"replayed {frac:.1f}% < 80%")
+PY
+    ;;
+measure)
+    runs=$1
+    shift
+    for ((i = 0; i < runs; i++)); do
+        shim "$@" >/dev/null
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["replay"]["host_ns_per_match"])' "$tmp/stats.json"
+    done | python3 -c '
+import statistics, sys
+v = [float(x) for x in sys.stdin.read().split()]
+print("host_ns_per_match runs: " + " ".join(f"{x:.1f}" for x in v) + f"  median {statistics.median(v):.1f}")'
+    ;;
+*)
+    echo "usage: $0 BUILD_DIR check|measure ..." >&2
+    exit 2
+    ;;
+esac
