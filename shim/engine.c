@@ -769,9 +769,8 @@ static inline void prefetch_hot(const kcall_t *c)
 {
     for (const char *p = (const char *)&E; p <= (const char *)&E.seg_timed; p += 64)
         __builtin_prefetch(p); /* for reading: a thread holding the lock keeps its lines */
-    __builtin_prefetch(&E.learner.chunk_pos);
-    __builtin_prefetch(&E.learner.tick);
-    __builtin_prefetch(&E.learner.ring_total);
+    __builtin_prefetch(&E.learner); /* the fields every push uses: two lines (pattern.h) */
+    __builtin_prefetch((const char *)&E.learner + 64);
     __builtin_prefetch(&ag_drv.cuCtxGetCurrent);
     __builtin_prefetch(&ag_hook_per_thread[c->id]);
     ag_layout_prefetch(c->f);

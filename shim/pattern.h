@@ -50,35 +50,34 @@ typedef struct {
 } ag_seglen_t;
 
 typedef struct {
+    /* What every ag_learner_push reads and writes, in the first two cache lines (an interpreter running
+     * between launches evicts them each time; the engine prefetches them). */
+    uint64_t *chunk_sigs; /* signatures of the current chunk (chunk_max of them) */
+    uint64_t *ring;       /* last AG_PERIOD_WINDOW signatures, for period detection */
+    /* position: key = mix(seg_seed, content) names "this point of the iteration" */
+    uint64_t content;     /* hash of the operations since the segment's start, from a constant */
+    uint64_t seg_seed;    /* what came before: the previous segment's content and its barrier */
+    uint64_t tick;
+    uint64_t ring_total;
+    uint32_t chunk_pos;   /* operations in the current chunk */
+    uint32_t chunk_target;
+    uint32_t seg_pos;     /* operations since the segment's start */
+    uint32_t chunk_max;   /* AUTOGRAPH_CHUNK */
+    uint32_t period;      /* locked period (0: none) */
+    uint32_t period_pos;  /* operations since the last virtual barrier */
+    uint32_t since_check; /* operations since the last period check */
+    uint32_t watch_run;   /* the CUPTI guard's current watch run (see gkeys), 0 while not watching */
+    uint64_t chunk_start; /* key at the chunk's start */
+    uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
+
     /* configuration */
-    uint32_t chunk_max; /* AUTOGRAPH_CHUNK */
     uint32_t chunk_first; /* AUTOGRAPH_CHUNK_FIRST: 0 for no ramp after a real barrier */
     uint32_t warmup;    /* sightings before a variant is a candidate */
     uint32_t bound_ratio; /* AUTOGRAPH_GPU_BOUND: a segment whose GPU time is this many times its host
                            * time is left eager (0: never) */
     uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
 
-    /* position: key = mix(seg_seed, content) names "this point of the iteration" */
-    uint64_t content;     /* hash of the operations since the segment's start, from a constant */
-    uint64_t seg_seed;    /* what came before: the previous segment's content and its barrier */
-    uint32_t seg_pos;     /* operations since the segment's start */
-    uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
-    uint64_t chunk_start; /* key at the chunk's start */
-    uint32_t chunk_pos;   /* operations in the current chunk */
-    uint32_t chunk_target;
-    uint64_t *chunk_sigs; /* signatures of the current chunk (chunk_max of them) */
-    uint64_t tick;
-
-    /* expected segment lengths and timings, keyed by seed, for the chunk plan */
-    ag_seglen_t seglens[256];
-    uint64_t segments_timed, segments_gpu_bound;
-
-    /* period detection for loops without barriers */
-    uint64_t *ring; /* last AG_PERIOD_WINDOW signatures */
-    uint64_t ring_total;
-    uint32_t period;       /* locked period (0: none) */
-    uint32_t period_pos;   /* operations since the last virtual barrier */
-    uint32_t since_check;  /* operations since the last period check */
+    /* period detection for loops without barriers (ring, ring_total and the period are above) */
     int32_t *prefix;       /* scratch for the prefix function */
     uint64_t *lin;         /* scratch: the window in chronological order */
 
@@ -91,7 +90,7 @@ typedef struct {
         uint32_t run, pos;
     } *gkeys;
     size_t ngkeys;
-    uint32_t watch_run, last_run; /* watch_run: the run now, 0 while not watching */
+    uint32_t last_run;
 
     /* candidates that failed in the current chunk, judged when it closes */
     ag_variant_t *failed[AG_MAX_CANDIDATES];
@@ -99,6 +98,10 @@ typedef struct {
     uint64_t failed_start;
 
     ag_vtable_t table;
+
+    /* expected segment lengths and timings, keyed by seed, for the chunk plan */
+    ag_seglen_t seglens[256];
+    uint64_t segments_timed, segments_gpu_bound;
 } ag_learner_t;
 
 /* Mixes a value into a hash (also used to build operation signatures). */
