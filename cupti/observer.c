@@ -256,17 +256,38 @@ static void set_timing(int on)
     }
 }
 
-/* Subscribes, enables the watched callbacks and (but in guard mode) the kernel timings. */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double ms_since(uint64_t *t)
+{
+    uint64_t now = mono_ns(), d = now - *t;
+    *t = now;
+    return (double)d / 1e6;
+}
+
+/* Subscribes, enables the watched callbacks and (but in guard mode) the kernel timings. The cost of
+ * each step is logged at debug level: they are the fixed cost of a learning window. */
 static CUptiResult attach(void)
 {
+    uint64_t t = mono_ns();
     CUptiResult r = O.subscribe(&O.sub, on_callback, NULL);
     if (r != CUPTI_SUCCESS)
         return r;
+    double sub = ms_since(&t);
     set_callbacks(1);
+    double cbs = ms_since(&t), act = 0;
     if (O.mode != AG_CUPTI_GUARD && O.act_register && O.act_enable && O.act_disable && O.act_flush && O.act_next) {
         O.activity = O.act_register(buffer_requested, buffer_completed) == CUPTI_SUCCESS;
         set_timing(1);
+        act = ms_since(&t);
     }
+    ag_log(AG_LOG_DEBUG, "CUPTI attached: subscribe %.3f ms, %d callbacks %.3f ms, kernel activity %.3f ms", sub,
+           O.nwatched, cbs, act);
     return CUPTI_SUCCESS;
 }
 
@@ -275,20 +296,20 @@ static CUptiResult attach(void)
  * H200. Kernel records still in flight are lost (their kernels ran before the first replay). */
 static void detach(void)
 {
+    uint64_t t = mono_ns();
     set_callbacks(0);
+    double cbs = ms_since(&t);
     set_timing(0);
+    double act = ms_since(&t);
     if (O.unsubscribe)
         O.unsubscribe(O.sub);
+    double unsub = ms_since(&t);
     if (O.finalize)
         O.finalize();
+    double fin = ms_since(&t);
     O.activity = 0;
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    ag_log(AG_LOG_DEBUG, "CUPTI detached: callbacks off %.3f ms, activity off and flush %.3f ms, unsubscribe "
+                         "%.3f ms, finalize %.3f ms", cbs, act, unsub, fin);
 }
 
 void ag_cupti_learning(int learning)
@@ -458,7 +479,9 @@ static void start(void)
     ag_guard++;
     O.mode = (int)ag_opt(AG_OPT_CUPTI)->num;
     O.state = ST_UNAVAILABLE;
+    uint64_t t_open = mono_ns();
     O.h = open_cupti();
+    ag_log(AG_LOG_DEBUG, "opening libcupti took %.3f ms", ms_since(&t_open));
     if (!O.h) {
         ag_log(AG_LOG_INFO, "libcupti not found: the CUPTI observer is off (set AUTOGRAPH_CUPTI_LIB)");
         goto out;
