@@ -109,6 +109,7 @@ static struct {
      * the last window closed; setup_ns: host time its attach and detach took */
     uint64_t guarded_at, detached_t, setup_ns;
     int window_guarded; /* the window now open made some work deferrable */
+    uint64_t guarded_seen; /* the learner's guarded_total when last looked at */
     int trusted;        /* a window closed with no call past the hooks after guarding work (learn mode) */
     int unhooked_seen, guard_stopped;
     /* the current segment's timing: operations from seg_op0, host time from the first one, eager
@@ -161,9 +162,24 @@ static void resolve_timings(void)
     E.ntreq = 0;
 }
 
+/* Variants found guarded since the last look (here, or while the learner picked candidates): while a
+ * window is open, it goes on (it guards new work) and counts as having guarded something. */
+static void note_guarded(void)
+{
+    if (E.learner.guarded_total == E.guarded_seen)
+        return;
+    E.guarded_seen = E.learner.guarded_total;
+    if (E.cupti_learning) {
+        E.guarded_at = E.ops;
+        E.window_guarded = 1;
+    }
+}
+
 /* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
 static void cupti_learning(int on)
 {
+    if (!on)
+        note_guarded(); /* while the window still counts as open */
     uint64_t t0 = now_ns();
     ag_cupti_learning(on);
     uint64_t t1 = now_ns();
@@ -173,6 +189,7 @@ static void cupti_learning(int on)
     if (on) {
         E.guarded_at = E.ops;
         E.window_guarded = 0;
+        E.guarded_seen = E.learner.guarded_total; /* what was guarded before is not this window's */
         /* the segment is timed from here on (the part before was not watched) */
         E.seg_op0 = E.ops;
         E.seg_t0 = 0;
@@ -223,14 +240,10 @@ static void sighted(ag_variant_t *v)
 {
     if (!v)
         return;
-    int was = v->guarded;
-    if (ag_learner_guarded(&E.learner, v)) {
-        if (!was && E.cupti_learning) {
-            E.guarded_at = E.ops; /* the window goes on while it guards new work */
-            E.window_guarded = 1;
-        }
+    int guarded = ag_learner_guarded(&E.learner, v);
+    note_guarded();
+    if (guarded)
         return;
-    }
     if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
         ag_cupti_can_guard() && (!E.detached_t || now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
         cupti_learning(1);

@@ -326,6 +326,7 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v)
         return 1;
     const struct ag_gkey *a = gkey_slot(l, v->start), *b = gkey_slot(l, v->end);
     v->guarded = a->run && b->run && a->run == b->run && b->pos == a->pos + v->len;
+    l->guarded_total += v->guarded;
     return v->guarded;
 }
 

@@ -91,6 +91,7 @@ typedef struct {
     } *gkeys;
     size_t ngkeys;
     uint32_t last_run;
+    uint64_t guarded_total; /* variants found guarded so far (ag_learner_guarded) */
 
     /* candidates that failed in the current chunk, judged when it closes */
     ag_variant_t *failed[AG_MAX_CANDIDATES];
