@@ -1291,13 +1291,14 @@ void ag_engine_stats(FILE *f)
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
+               "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n    \"fallbacks\": {",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
             per_match, per_eager, saved_ms, E.learner.table.count,
-            (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false",
+            (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     for (int i = 0; i < FB_COUNT; i++)

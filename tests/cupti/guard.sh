@@ -81,6 +81,8 @@ default | guard)
     same p run
     expect run "c.get('mode') == '$mode' and c.get('state') != 'refused'"
     expect run "$unhooked"
+    # A call past the hooks was caught: never trusted, whatever the windows guarded.
+    expect run "s['replay']['guard_trusted'] is False"
     if [ "$case" = guard ]; then
         # Callbacks stay on while graphs replay: an unhooked launch that first comes once the loop
         # replays finds work held back, which must be issued before it ...
@@ -130,6 +132,8 @@ learn_detaches)
     # The kernels' records were tied to the engine's operations: the iteration was timed, host-bound.
     expect run "c.get('kernels_attributed', 0) > 0 and s['replay']['segments_timed'] >= 1"
     expect run "s['replay']['segments_gpu_bound'] == 0"
+    # The first window guarded work and caught nothing: the program is trusted from then on.
+    expect run "s['replay']['guard_trusted'] is True"
     # Replay was sampled with events around graph launches.
     expect run "s['replay']['replay_sampled']['windows'] >= 1 and 0.0 < s['replay']['replay_sampled']['graph_busy'] <= 1.0"
     ;;
