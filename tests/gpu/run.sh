@@ -58,6 +58,10 @@ PY
 )
 fi
 
+# What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound.
+LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LOG=debug "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
+    grep -E "libcupti took|CUPTI (subscribe|attached|watching|detached)" >"$OUT/cupti_costs.txt"
+
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
 "$BUILD/bin/autograph" bench --cupti-compare --reps "${BENCH_REPS:-5}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
@@ -69,6 +73,8 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) (
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "CUPTI window costs (launch_bound, AUTOGRAPH_LOG=debug):"
+sed 's/^autograph: debug: /  /' "$OUT/cupti_costs.txt"
 echo "autograph demo (rc $demo_rc):"
 cat "$OUT/demo.txt"
 echo "autograph bench (rc $bench_rc):"
