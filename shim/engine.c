@@ -74,7 +74,7 @@ static struct {
     ag_variant_t *match[AG_MAX_CANDIDATES];
     const uint64_t *msigs[AG_MAX_CANDIDATES];
     uint32_t mlen[AG_MAX_CANDIDATES];
-    uint64_t ops, deferred, match_ns, match_timed;
+    uint64_t ops, deferred, match_ns, match_timed, match_lock_ns;
     int seg_timed; /* the current segment is timed (see its other fields below) */
     /* end of the hot fields */
     ag_learner_t learner;
@@ -134,6 +134,9 @@ static struct {
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
+
+/* When the sampled launch now in the engine took the lock (0: not sampled): host_ns_per_match_to_lock. */
+static AG_TLS uint64_t sample_locked;
 
 static uint64_t now_ns(void)
 {
@@ -652,8 +655,11 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     if (deferred && t0 && !step) {
         /* a held-back launch, from hook entry to here (the learner included; one that completes a chunk
          * is counted in the replay's host time instead) */
-        uint64_t ns = now_ns() - t0;
-        E.match_ns += ns > E.timer_ns ? ns - E.timer_ns : 0;
+        uint64_t ns = now_ns() - t0, to_lock = sample_locked > t0 ? sample_locked - t0 : 0;
+        /* each interval holds about one clock read of its own, and the whole one also the read between */
+        uint64_t reads = sample_locked ? 2 * E.timer_ns : E.timer_ns;
+        E.match_ns += ns > reads ? ns - reads : 0;
+        E.match_lock_ns += to_lock > E.timer_ns ? to_lock - E.timer_ns : 0;
         E.match_timed++;
     }
     if (step) {
@@ -843,6 +849,7 @@ static CUresult kernel_common(kcall_t *c)
         leave();
         return eager_kernel(c);
     }
+    sample_locked = t0 ? now_ns() : 0;
     if (E.nmatch)
         prefetch_arrive();
     o.layout = ag_layout_of(c->f);
@@ -1281,6 +1288,7 @@ void ag_engine_stats(FILE *f)
     ag_graph_stats_t gs;
     ag_graph_stats(&gs);
     double per_match = E.match_timed ? (double)E.match_ns / (double)E.match_timed : 0;
+    double per_match_lock = E.match_timed ? (double)E.match_lock_ns / (double)E.match_timed : 0;
     unsigned long long eager_timed = atomic_load(&E.eager_timed), eager_ns = atomic_load(&E.eager_ns);
     double per_eager = eager_timed ? (double)eager_ns / (double)eager_timed : 0;
     double saved_ms = ((double)E.replayed * per_eager - (double)E.replay_host_ns -
@@ -1288,7 +1296,8 @@ void ag_engine_stats(FILE *f)
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_device_bytes\": %zu,\n    \"graphs_evicted\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
-               "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_eager_launch\": %.1f,\n"
+               "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_to_lock\": %.1f,\n"
+               "    \"host_ns_per_eager_launch\": %.1f,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
@@ -1297,7 +1306,7 @@ void ag_engine_stats(FILE *f)
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n    \"fallbacks\": {",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
-            per_match, per_eager, saved_ms, E.learner.table.count,
+            per_match, per_match_lock, per_eager, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);

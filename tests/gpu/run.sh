@@ -53,7 +53,7 @@ s = json.load(open(f"{d}/t_all.json"))
 r = s["replay"]
 print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({100*(o-p)/p:+.2f}%) | replaying {a:.1f} ms "
       f"(speed-up {p/a:.3f}x) | identical losses: {sys.argv[2]} | replayed "
-      f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch")
+      f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held)")
 PY
 )
 fi
