@@ -256,16 +256,9 @@ static void set_timing(int on)
     }
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static double ms_since(uint64_t *t)
 {
-    uint64_t now = mono_ns(), d = now - *t;
+    uint64_t now = ag_now_ns(), d = now - *t;
     *t = now;
     return (double)d / 1e6;
 }
@@ -274,7 +267,7 @@ static double ms_since(uint64_t *t)
  * each step is logged at debug level: they are the fixed cost of a learning window. */
 static CUptiResult attach(void)
 {
-    uint64_t t = mono_ns();
+    uint64_t t = ag_now_ns();
     CUptiResult r = O.subscribe(&O.sub, on_callback, NULL);
     if (r != CUPTI_SUCCESS)
         return r;
@@ -296,7 +289,7 @@ static CUptiResult attach(void)
  * H200. Kernel records still in flight are lost (their kernels ran before the first replay). */
 static void detach(void)
 {
-    uint64_t t = mono_ns();
+    uint64_t t = ag_now_ns();
     set_callbacks(0);
     double cbs = ms_since(&t);
     set_timing(0);
@@ -318,7 +311,7 @@ void ag_cupti_learning(int learning)
         return;
     pthread_mutex_lock(&O.lock);
     ag_guard++;
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = ag_now_ns();
     if (learning && O.state == ST_IDLE) {
         pthread_once(&start_once, start); /* opens libcupti and attaches, or says why not */
     } else if (learning && O.state == ST_DETACHED) {
@@ -336,7 +329,7 @@ void ag_cupti_learning(int learning)
         O.state = ST_DETACHED;
         O.detaches++;
     }
-    O.setup_ns += mono_ns() - t0;
+    O.setup_ns += ag_now_ns() - t0;
     ag_guard--;
     pthread_mutex_unlock(&O.lock);
 }
@@ -479,7 +472,7 @@ static void start(void)
     ag_guard++;
     O.mode = (int)ag_opt(AG_OPT_CUPTI)->num;
     O.state = ST_UNAVAILABLE;
-    uint64_t t_open = mono_ns();
+    uint64_t t_open = ag_now_ns();
     O.h = open_cupti();
     ag_log(AG_LOG_DEBUG, "opening libcupti took %.3f ms", ms_since(&t_open));
     if (!O.h) {
@@ -586,14 +579,20 @@ int ag_cupti_mode(void)
     return (int)ag_opt(AG_OPT_CUPTI)->num;
 }
 
-void ag_cupti_flush(void)
+/* Under O.lock: the kernel records CUPTI holds are delivered (buffer_completed) now. */
+static void flush_records(void)
 {
-    pthread_mutex_lock(&O.lock);
     if (O.timing) {
         ag_guard++;
         O.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         ag_guard--;
     }
+}
+
+void ag_cupti_flush(void)
+{
+    pthread_mutex_lock(&O.lock);
+    flush_records();
     pthread_mutex_unlock(&O.lock);
 }
 
@@ -601,11 +600,7 @@ void ag_cupti_flush(void)
 void ag_cupti_stats(FILE *f)
 {
     pthread_mutex_lock(&O.lock);
-    if (O.timing) {
-        ag_guard++;
-        O.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        ag_guard--;
-    }
+    flush_records();
     pthread_mutex_lock(&O.names_lock);
     uint64_t span = O.span_ns + (O.win_last > O.win_first ? O.win_last - O.win_first : 0);
     fprintf(f, "  \"cupti\": {\"mode\": \"%s\", \"enabled\": %s, \"state\": \"%s\", \"library\": ",

@@ -102,14 +102,12 @@ static struct {
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
     atomic_ullong eager_ns, eager_timed; /* measured outside the lock */
-    /* the CUPTI guard: attached while learning (AUTOGRAPH_CUPTI=learn); deferral stops for good after a
-     * call no hook saw, in learn mode (detached during replay, CUPTI could not see it again);
-     * cupti_learning is with the hot fields */
-    /* guarded_at: operation count when the window last guarded new work; detached_t: host time (ns) when
-     * the last window closed; setup_ns: host time its attach and detach took */
-    uint64_t guarded_at, detached_t, setup_ns;
-    int window_guarded; /* the window now open made some work deferrable */
-    uint64_t guarded_seen; /* the learner's guarded_total when last looked at */
+    /* the CUPTI guard: attached while learning (AUTOGRAPH_CUPTI=learn; cupti_learning is with the hot
+     * fields); deferral stops for good after a call no hook saw, in learn mode (detached during replay,
+     * CUPTI could not see it again). guarded_at: operation count when the window last guarded new work;
+     * guarded_seen: the learner's guarded_total then; window_from: its guarded_total when the window
+     * opened; detached_t: host time (ns) when the last window closed; setup_ns: its attach and detach */
+    uint64_t guarded_at, guarded_seen, window_from, detached_t, setup_ns;
     int trusted;        /* a window closed with no call past the hooks after guarding work (learn mode) */
     int unhooked_seen, guard_stopped;
     /* the current segment's timing: operations from seg_op0, host time from the first one, eager
@@ -138,13 +136,6 @@ atomic_int ag_engine_on;
 /* When the sampled launch now in the engine took the lock (0: not sampled): host_ns_per_match_to_lock. */
 static AG_TLS uint64_t sample_locked;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void disable(const char *why, CUresult r)
 {
     E.disabled = 1;
@@ -165,55 +156,47 @@ static void resolve_timings(void)
     E.ntreq = 0;
 }
 
-/* Variants found guarded since the last look (here, or while the learner picked candidates): while a
- * window is open, it goes on (it guards new work) and counts as having guarded something. */
+/* Variants found guarded since the last look (here, or while the learner picked candidates): an open
+ * window goes on while it guards new work. */
 static void note_guarded(void)
 {
     if (E.learner.guarded_total == E.guarded_seen)
         return;
     E.guarded_seen = E.learner.guarded_total;
-    if (E.cupti_learning) {
+    if (E.cupti_learning)
         E.guarded_at = E.ops;
-        E.window_guarded = 1;
-    }
 }
 
-/* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
-static void cupti_learning(int on)
-{
-    if (!on)
-        note_guarded(); /* while the window still counts as open */
-    uint64_t t0 = now_ns();
-    ag_cupti_learning(on);
-    uint64_t t1 = now_ns();
-    E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
-    E.cupti_learning = on;
-    ag_learner_watch(&E.learner, ag_cupti_attached());
-    if (on) {
-        E.guarded_at = E.ops;
-        E.window_guarded = 0;
-        E.guarded_seen = E.learner.guarded_total; /* what was guarded before is not this window's */
-        /* the segment is timed from here on (the part before was not watched) */
-        E.seg_op0 = E.ops;
-        E.seg_t0 = 0;
-        E.seg_kernels = 0;
-        E.seg_timed = ag_cupti_attached();
-    } else {
-        E.seg_timed = 0;
-        resolve_timings(); /* detaching delivered every record CUPTI had */
-        E.detached_t = now_ns();
-        if (!E.unhooked_seen && E.window_guarded)
-            E.trusted = 1;
-    }
-}
-
-/* A new segment starts (after a barrier, real or virtual). */
+/* A new segment starts (after a barrier, real or virtual): timed if CUPTI is attached. */
 static void segment_begin(void)
 {
     E.seg_op0 = E.ops;
     E.seg_t0 = 0;
     E.seg_kernels = 0;
     E.seg_timed = ag_cupti_attached();
+}
+
+/* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
+static void cupti_learning(int on)
+{
+    uint64_t t0 = ag_now_ns();
+    ag_cupti_learning(on);
+    uint64_t t1 = ag_now_ns();
+    E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
+    E.cupti_learning = on;
+    ag_learner_watch(&E.learner, ag_cupti_attached());
+    if (on) {
+        E.guarded_at = E.ops;
+        E.guarded_seen = E.window_from = E.learner.guarded_total; /* earlier ones are not this window's */
+        segment_begin(); /* the segment is timed from here on (the part before was not watched) */
+    } else {
+        E.seg_timed = 0;
+        resolve_timings(); /* detaching delivered every record CUPTI had */
+        E.detached_t = ag_now_ns();
+        /* a window that made work deferrable and caught nothing: the program is trusted */
+        if (!E.unhooked_seen && E.learner.guarded_total > E.window_from)
+            E.trusted = 1;
+    }
 }
 
 /* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
@@ -228,7 +211,7 @@ static void segment_end(void)
     E.treq[E.ntreq].seed = E.learner.seg_seed;
     E.treq[E.ntreq].op0 = E.seg_op0;
     E.treq[E.ntreq].op1 = E.ops;
-    E.treq[E.ntreq].host_ns = now_ns() - E.seg_t0;
+    E.treq[E.ntreq].host_ns = ag_now_ns() - E.seg_t0;
     E.treq[E.ntreq].kernels = E.seg_kernels;
     E.ntreq++;
     if (ag_cupti_mode() == AG_CUPTI_ALWAYS && E.ntreq == MAX_TIMING_REQS) {
@@ -248,7 +231,7 @@ static void sighted(ag_variant_t *v)
     if (guarded)
         return;
     if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
-        ag_cupti_can_guard() && (!E.detached_t || now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
+        ag_cupti_can_guard() && (!E.detached_t || ag_now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
         cupti_learning(1);
 }
 
@@ -303,7 +286,7 @@ static void flush_eager(int reason)
         return;
     if (reason >= 0)
         E.fallbacks[reason]++;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = ag_now_ns();
     for (uint32_t i = 0; i < E.npending; i++) {
         if (E.pending[i].kind == OP_D2H)
             continue; /* blocking, and always the last: its caller issues it after leaving the lock */
@@ -315,7 +298,7 @@ static void flush_eager(int reason)
     ag_stage_issued(&c, NULL);
     E.npending = 0;
     E.arena_used = 0;
-    E.reissue_ns += now_ns() - t0;
+    E.reissue_ns += ag_now_ns() - t0;
 }
 
 /* ---- replay sampling ---- */
@@ -391,7 +374,7 @@ static void sample_end(int k, CUstream s, CUresult launched)
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). */
 static void complete(ag_variant_t *v)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = ag_now_ns();
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
     int fresh = 0;
@@ -404,9 +387,9 @@ static void complete(ag_variant_t *v)
         }
         v->graph = g;
         fresh = 1;
-        E.build_ns += now_ns() - t0;
+        E.build_ns += ag_now_ns() - t0;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = ag_now_ns();
     if (!fresh && ag_graph_patch(g, &c) != 0) {
         /* The exec may hold a mix of old and new arguments now: it cannot be trusted again. */
         ag_graph_release(v, NULL);
@@ -415,12 +398,12 @@ static void complete(ag_variant_t *v)
     }
     if (E.cupti_learning)
         cupti_learning(0); /* callbacks make a graph launch cost 200-365 us */
-    uint64_t t2 = now_ns();
+    uint64_t t2 = ag_now_ns();
     E.patch_ns += t2 - t1;
     int k = sample_begin(E.pending[0].stream);
     CUresult r = ag_graph_launch(g, &c);
     sample_end(k, E.pending[0].stream, r);
-    E.launch_ns += now_ns() - t2;
+    E.launch_ns += ag_now_ns() - t2;
     if (r != CUDA_SUCCESS) {
         AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
         ag_graph_release(v, NULL);
@@ -438,7 +421,7 @@ static void complete(ag_variant_t *v)
     E.npending = 0;
     E.arena_used = 0;
     ag_learner_succeeded(v);
-    E.replay_host_ns += now_ns() - t0;
+    E.replay_host_ns += ag_now_ns() - t0;
 }
 
 /* ---- the state machine ---- */
@@ -506,7 +489,7 @@ static uint64_t timer_cost(void)
 {
     uint64_t least = UINT64_MAX;
     for (int i = 0; i < 32; i++) {
-        uint64_t a = now_ns(), b = now_ns();
+        uint64_t a = ag_now_ns(), b = ag_now_ns();
         if (b - a < least)
             least = b - a;
     }
@@ -576,7 +559,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     if (op_out)
         *op_out = E.ops;
     if (E.seg_timed && !E.seg_t0)
-        E.seg_t0 = now_ns();
+        E.seg_t0 = ag_now_ns();
     int deferred = 0;
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
@@ -655,10 +638,9 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     if (deferred && t0 && !step) {
         /* a held-back launch, from hook entry to here (the learner included; one that completes a chunk
          * is counted in the replay's host time instead) */
-        uint64_t ns = now_ns() - t0, to_lock = sample_locked > t0 ? sample_locked - t0 : 0;
+        uint64_t ns = ag_now_ns() - t0, to_lock = sample_locked > t0 ? sample_locked - t0 : 0;
         /* each interval holds about one clock read of its own, and the whole one also the read between */
-        uint64_t reads = sample_locked ? 2 * E.timer_ns : E.timer_ns;
-        E.match_ns += ns > reads ? ns - reads : 0;
+        E.match_ns += ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0;
         E.match_lock_ns += to_lock > E.timer_ns ? to_lock - E.timer_ns : 0;
         E.match_timed++;
     }
@@ -688,12 +670,12 @@ static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64
 {
     static AG_TLS unsigned tick;
     int timed = kernel && (tick++ & 15) == 0;
-    uint64_t t0 = timed ? now_ns() : 0;
+    uint64_t t0 = timed ? ag_now_ns() : 0;
     ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
     CUresult r = fn(call);
     ag_timing_op = 0;
     if (timed) {
-        uint64_t ns = now_ns() - t0;
+        uint64_t ns = ag_now_ns() - t0;
         atomic_fetch_add_explicit(&E.eager_ns, ns > E.timer_ns ? ns - E.timer_ns : 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
     }
@@ -813,7 +795,7 @@ static inline void prefetch_arrive(void)
 
 static CUresult kernel_common(kcall_t *c)
 {
-    uint64_t t0 = (sample_tick++ & 15) == 0 ? now_ns() : 0;
+    uint64_t t0 = (sample_tick++ & 15) == 0 ? ag_now_ns() : 0;
     prefetch_hot(c);
     /* The record and its signature need no lock: made before it, while the lines asked for arrive (and
      * not while another thread waits for the lock). */
@@ -849,7 +831,8 @@ static CUresult kernel_common(kcall_t *c)
         leave();
         return eager_kernel(c);
     }
-    sample_locked = t0 ? now_ns() : 0;
+    if (t0)
+        sample_locked = ag_now_ns(); /* read only for a sampled launch */
     if (E.nmatch)
         prefetch_arrive();
     o.layout = ag_layout_of(c->f);
@@ -1097,11 +1080,11 @@ static CUresult d2h_common(const dcall_t *c, int async)
         return eager_d2h(c);
     /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes are
      * in the destination, and so do we. */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = ag_now_ns();
     CUresult r = REAL(cuStreamSynchronize)(o.stream);
     if (r == CUDA_SUCCESS)
         memcpy(c->dst, stage, c->n);
-    atomic_fetch_add_explicit(&E.copy_wait_ns, now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&E.copy_wait_ns, ag_now_ns() - t0, memory_order_relaxed);
     return r;
 }
 

@@ -3,6 +3,7 @@
  * Pure C on plain data, so the unit tests use it without a driver.
  * Locking: ag_hooktab_init runs once in the constructor; ag_hooktab_add_real only while binding
  * (under core.c's pthread_once, before ag_bound is released). Lookups are read-only after that. */
+#define _GNU_SOURCE /* clock_gettime (internal.h, fakecuda_prog.h) under -std=c11 */
 #include <string.h>
 
 #include "internal.h"

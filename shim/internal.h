@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "log.h"
 #include "options.h"
@@ -71,6 +72,14 @@ int ag_hook_by_name(const char *name);
 int ag_hook_by_real(const void *real);
 /* 1 when `symbol` names an API family we hook (any version or stream variant of it). */
 int ag_hook_family_known(const char *symbol);
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of the engine's and the observer's timings. */
+static inline uint64_t ag_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- core.c: start-up, binding to the real driver, fork. ----
  * ag_real[] is written once under a pthread_once before ag_bound is released; read-only after. */

@@ -22,15 +22,8 @@
 #include <time.h>
 
 #include "fakecuda.h"
+#include "fakecuda_prog.h"
 
-#define CK(x)                                                                                         \
-    do {                                                                                              \
-        CUresult r_ = (x);                                                                            \
-        if (r_ != CUDA_SUCCESS) {                                                                     \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_);                     \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 #define N 256
 #define BEFORE 9 /* deferrable launches before the unhooked one: not a chunk size the shim would pick */
@@ -38,12 +31,6 @@
 
 static long spin_us;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* x[i] = x[i] * a + b: affine maps of different coefficients do not commute, so any reordering
  * around the unhooked kernel changes the result. */
@@ -54,7 +41,7 @@ static void k_affine(void **args, const fakecuda_dims_t *d)
     (void)d;
     for (int i = 0; i < N; i++)
         x[i] = x[i] * a + b;
-    for (uint64_t end = now_ns() + (uint64_t)spin_us * 1000u; spin_us && now_ns() < end;)
+    for (uint64_t end = fc_prog_now_ns() + (uint64_t)spin_us * 1000u; spin_us && fc_prog_now_ns() < end;)
         ; /* a long kernel: the fake GPU is busy */
 }
 

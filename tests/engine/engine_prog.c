@@ -1,6 +1,7 @@
 /* Directed workloads for the replay engine on fakecuda: each --case runs a loop the engine should learn
  * and replay, and prints a checksum of every result the host saw. tests/engine/engine.sh runs it plain
  * and under the shim: outputs must be identical and the statistics must show replays. */
+#define _GNU_SOURCE /* clock_gettime (internal.h, fakecuda_prog.h) under -std=c11 */
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,15 +9,8 @@
 #include <string.h>
 
 #include "fakecuda.h"
+#include "fakecuda_prog.h"
 
-#define CK(x)                                                                                         \
-    do {                                                                                              \
-        CUresult r_ = (x);                                                                            \
-        if (r_ != CUDA_SUCCESS) {                                                                     \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_);                     \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 #define N 1024
 

@@ -18,15 +18,8 @@
 #include <time.h>
 
 #include "fakecuda.h"
+#include "fakecuda_prog.h"
 
-#define CK(x)                                                                                         \
-    do {                                                                                              \
-        CUresult r_ = (x);                                                                            \
-        if (r_ != CUDA_SUCCESS) {                                                                     \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_);                     \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 #define MAXP 8
 #define ACC_SLOTS 8
@@ -104,12 +97,6 @@ static volatile uint64_t thrash_sink;
 static int timing;
 static uint64_t launch_ns, launches_timed;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t rng = 0x853c49e6748fea9bULL;
 static uint32_t rnd(void)
@@ -161,10 +148,10 @@ static void launch(int i, int it)
         }
         off += (k->sz[q] + 7) & ~(size_t)7;
     }
-    uint64_t t0 = timing ? now_ns() : 0;
+    uint64_t t0 = timing ? fc_prog_now_ns() : 0;
     CK(cuLaunchKernel(s->f, s->grid, 1, 1, s->block, 1, 1, 0, NULL, p, NULL));
     if (timing) {
-        launch_ns += now_ns() - t0;
+        launch_ns += fc_prog_now_ns() - t0;
         launches_timed++;
     }
 }
@@ -268,7 +255,7 @@ int main(int argc, char **argv)
     if (threads > 1 && pthread_create(&th, NULL, worker, NULL) != 0)
         return 1;
     uint64_t h = 1469598103934665603ULL;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = fc_prog_now_ns();
     for (int it = 0; it < iters; it++) {
         for (int m = 0; m < memsets; m++) /* zeroing gradients and reduction buffers */
             CK(cuMemsetD8Async(scratch + 512 * (CUdeviceptr)m, (unsigned char)m, 256, NULL));
@@ -293,7 +280,7 @@ int main(int argc, char **argv)
         for (int q = 0; q < ACC_SLOTS; q++)
             h = (h ^ host[q]) * 0x100000001b3ULL;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = fc_prog_now_ns();
     if (threads > 1) {
         pthread_mutex_lock(&mu);
         quit = 1;

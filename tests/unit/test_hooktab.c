@@ -1,5 +1,6 @@
 /* Unit tests of the hook tables generated from hooks.def: unique names, per-thread twins of the same
  * kind, lookups by name, by API family and by real address. */
+#define _GNU_SOURCE /* clock_gettime (internal.h, fakecuda_prog.h) under -std=c11 */
 #include <string.h>
 
 #include "check.h"
