@@ -75,6 +75,9 @@ static struct {
     const uint64_t *msigs[AG_MAX_CANDIDATES];
     uint32_t mlen[AG_MAX_CANDIDATES];
     uint64_t ops, deferred, match_ns, match_timed, match_lock_ns;
+    /* a sampled held-back launch by phase (ns): the record, the context query and lock, the candidates'
+     * match, the copy into the pending list, the learner; each less one clock read */
+    uint64_t match_phase_ns[5];
     int seg_timed; /* the current segment is timed (see its other fields below) */
     /* end of the hot fields */
     ag_learner_t learner;
@@ -133,8 +136,10 @@ static struct {
 
 atomic_int ag_engine_on;
 
-/* When the sampled launch now in the engine took the lock (0: not sampled): host_ns_per_match_to_lock. */
-static AG_TLS uint64_t sample_locked;
+/* Clock reads of the sampled launch now in the engine (0: not sampled): its record made, the lock held,
+ * its candidates matched, its copy made (host_ns_per_match_to_lock and the phases). */
+enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
+static AG_TLS uint64_t sample_ts[TS_COUNT];
 
 static void disable(const char *why, CUresult r)
 {
@@ -571,6 +576,8 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
                 E.mlen[k++] = E.mlen[i];
             }
         E.nmatch = k;
+        if (t0)
+            sample_ts[TS_MATCHED] = ag_now_ns();
         if (!k) {
             fallback(FB_MISMATCH);
         } else if (E.ntainted && tainted(sig)) {
@@ -612,6 +619,8 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
             }
             if (ok) {
                 ag_op_copy(slot, o);
+                if (t0)
+                    sample_ts[TS_COPIED] = ag_now_ns();
                 E.npending++;
                 E.deferred++;
                 deferred = 1;
@@ -638,10 +647,17 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     if (deferred && t0 && !step) {
         /* a held-back launch, from hook entry to here (the learner included; one that completes a chunk
          * is counted in the replay's host time instead) */
-        uint64_t ns = ag_now_ns() - t0, to_lock = sample_locked > t0 ? sample_locked - t0 : 0;
-        /* each interval holds about one clock read of its own, and the whole one also the read between */
-        E.match_ns += ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0;
-        E.match_lock_ns += to_lock > E.timer_ns ? to_lock - E.timer_ns : 0;
+        uint64_t t[TS_COUNT + 2] = {t0, sample_ts[TS_RECORD], sample_ts[TS_LOCKED], sample_ts[TS_MATCHED],
+                                    sample_ts[TS_COPIED], ag_now_ns()};
+        /* each interval holds about one clock read of its own: the whole one holds those of its phases */
+        for (int i = 0; i < TS_COUNT + 1; i++) {
+            uint64_t d = t[i + 1] > t[i] ? t[i + 1] - t[i] : 0;
+            d = d > E.timer_ns ? d - E.timer_ns : 0;
+            E.match_phase_ns[i] += d;
+            E.match_ns += d;
+            if (i < 2)
+                E.match_lock_ns += d;
+        }
         E.match_timed++;
     }
     if (step) {
@@ -827,12 +843,14 @@ static CUresult kernel_common(kcall_t *c)
         }
     }
     uint64_t sig = ok ? ag_op_sig(&o) : 0;
+    if (t0)
+        sample_ts[TS_RECORD] = ag_now_ns();
     if (!enter()) {
         leave();
         return eager_kernel(c);
     }
     if (t0)
-        sample_locked = ag_now_ns(); /* read only for a sampled launch */
+        sample_ts[TS_LOCKED] = ag_now_ns();
     if (E.nmatch)
         prefetch_arrive();
     o.layout = ag_layout_of(c->f);
@@ -1286,13 +1304,20 @@ void ag_engine_stats(FILE *f)
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
-               "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n    \"fallbacks\": {",
+               "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
             per_match, per_match_lock, per_eager, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
+    /* where a held-back launch's time goes (the sum is host_ns_per_match) */
+    static const char *const phase_names[] = {"record", "enter", "match", "copy", "learn"};
+    fprintf(f, "    \"host_ns_per_match_phases\": {");
+    for (int i = 0; i < 5; i++)
+        fprintf(f, "%s\"%s\": %.1f", i ? ", " : "", phase_names[i],
+                E.match_timed ? (double)E.match_phase_ns[i] / (double)E.match_timed : 0.0);
+    fprintf(f, "},\n    \"fallbacks\": {");
     for (int i = 0; i < FB_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */

@@ -53,10 +53,33 @@ s = json.load(open(f"{d}/t_all.json"))
 r = s["replay"]
 print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({100*(o-p)/p:+.2f}%) | replaying {a:.1f} ms "
       f"(speed-up {p/a:.3f}x) | identical losses: {sys.argv[2]} | replayed "
-      f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held)")
+      f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
+      + ", ".join(f"{k} {v:.0f}" for k, v in r['host_ns_per_match_phases'].items()) + ") | per step: patch "
+      f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes), graph launches "
+      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f})")
 PY
 )
 fi
+
+# A program that launches graphs of its own (launch_bound --graph): what the shim costs it, medians of 5
+# interleaved runs (CUPTI's idle subscriber would slow each of its graph launches).
+: >"$T/own_plain"; : >"$T/own_shim"
+for i in 1 2 3 4 5; do
+    "$BUILD/bin/launch_bound" --graph 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/own_plain"
+    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/launch_bound" --graph 2>&1 >/dev/null |
+        sed -n 's/^loop_ms: //p' >>"$T/own_shim"
+done
+own_line=$(python3 - "$T" <<'PY'
+import statistics, sys
+d = sys.argv[1]
+v = {k: [float(x) for x in open(f"{d}/own_{k}")] for k in ("plain", "shim")}
+if all(v.values()):
+    p, s = statistics.median(v["plain"]), statistics.median(v["shim"])
+    print(f"plain {p:.1f} ms | under the shim {s:.1f} ms ({s / p:.3f}x)")
+else:
+    print("no loop_ms")
+PY
+)
 
 # What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound.
 LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LOG=debug "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
@@ -73,6 +96,7 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) (
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "launch_bound --graph (its own graphs): $own_line"
 echo "CUPTI window costs (launch_bound, AUTOGRAPH_LOG=debug):"
 sed 's/^autograph: debug: /  /' "$OUT/cupti_costs.txt"
 echo "autograph demo (rc $demo_rc):"
