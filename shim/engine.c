@@ -78,6 +78,8 @@ static struct {
     /* a sampled held-back launch by phase (ns): the record, the context query and lock, the candidates'
      * match, the copy into the pending list, the learner; each less one clock read */
     uint64_t match_phase_ns[5];
+    /* how many times the pending list was issued (written under the lock, read without it) */
+    uint64_t drains;
     int seg_timed; /* the current segment is timed (see its other fields below) */
     /* end of the hot fields */
     ag_learner_t learner;
@@ -140,6 +142,10 @@ atomic_int ag_engine_on;
  * its candidates matched, its copy made (host_ns_per_match_to_lock and the phases). */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
 static AG_TLS uint64_t sample_ts[TS_COUNT];
+
+/* E.drains + 1 when this thread last held an operation back: while E.drains has not moved on, that
+ * operation is still pending. */
+static AG_TLS uint64_t tl_holds;
 
 static void disable(const char *why, CUresult r)
 {
@@ -282,6 +288,14 @@ static ag_chunk_t chunk(void)
     return c;
 }
 
+/* The pending list was issued: empty it, and count one more drain (enter's lock-free test). */
+static void drained(void)
+{
+    E.npending = 0;
+    E.arena_used = 0;
+    __atomic_store_n(&E.drains, E.drains + 1, __ATOMIC_RELEASE);
+}
+
 /* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
  * now is one CUDA would report asynchronously, at the next sync, so it is logged and the next sync
  * reports the sticky error if there is one. */
@@ -301,8 +315,7 @@ static void flush_eager(int reason)
     }
     ag_chunk_t c = chunk();
     ag_stage_issued(&c, NULL);
-    E.npending = 0;
-    E.arena_used = 0;
+    drained();
     E.reissue_ns += ag_now_ns() - t0;
 }
 
@@ -423,8 +436,7 @@ static void complete(ag_variant_t *v)
         if (E.pending[i].kind == OP_D2H)
             E.copyout = ag_graph_d2h_dst(g, i);
     }
-    E.npending = 0;
-    E.arena_used = 0;
+    drained();
     ag_learner_succeeded(v);
     E.replay_host_ns += ag_now_ns() - t0;
 }
@@ -619,6 +631,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
             }
             if (ok) {
                 ag_op_copy(slot, o);
+                tl_holds = E.drains + 1;
                 if (t0)
                     sample_ts[TS_COPIED] = ag_now_ns();
                 E.npending++;
@@ -706,16 +719,13 @@ static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64
 /* cuCtxGetCurrent, published once the engine is set up: enter calls it before taking the lock. */
 static _Atomic(ag_drv_cuCtxGetCurrent_t) ctx_query;
 
-/* Takes the engine lock and checks that the engine may handle a call now. */
-static int enter(void)
+/* The engine's context, published once it is set up (another context's call needs no lock: below). */
+static _Atomic(CUcontext) engine_ctx;
+
+/* Checks that the engine may handle a call now: 1 with the engine lock held (leave() releases it), 0
+ * without it (the call passes to CUDA). */
+static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t query)
 {
-    /* The driver's lines are as cold as ours: asked before the lock, the current context costs misses
-     * that overlap the lock's and prefetch_hot's instead of following them. Only this thread can change
-     * its current context, and it is in here. */
-    ag_drv_cuCtxGetCurrent_t query = atomic_load_explicit(&ctx_query, memory_order_acquire);
-    CUcontext ctx = NULL;
-    CUresult qr = query ? query(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&E.lock);
     if (E.disabled || E.app_captures > 0 || !atomic_load_explicit(&ag_engine_on, memory_order_relaxed))
         return 0;
     if (!query) {
@@ -730,16 +740,39 @@ static int enter(void)
     if (!E.ready) {
         if (init_engine(ctx) != 0)
             return 0;
+        atomic_store_explicit(&engine_ctx, ctx, memory_order_relaxed);
         atomic_store_explicit(&ctx_query, ag_drv.cuCtxGetCurrent, memory_order_release);
         return 1;
     }
     if (ctx != E.ctx) {
-        /* Work for another context: everything held back goes first, and this call passes. */
-        if (E.npending)
+        /* Work for another context: what this thread held back goes first (with everything else held
+         * back), and this call passes. */
+        if (E.npending && tl_holds == E.drains + 1)
             barrier(0xc0ffee, FB_CONTEXT);
         return 0;
     }
     return 1;
+}
+
+static int enter(void)
+{
+    /* The driver's lines are as cold as ours: asked before the lock, the current context costs misses
+     * that overlap the lock's and prefetch_hot's instead of following them. Only this thread can change
+     * its current context, and it is in here. */
+    ag_drv_cuCtxGetCurrent_t query = atomic_load_explicit(&ctx_query, memory_order_acquire);
+    CUcontext ctx = NULL;
+    CUresult qr = query ? query(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
+    /* Another context's call passes without the lock unless this thread has work held back (which then
+     * goes first, in its order). CUDA orders two contexts' work only through a sync or an event, and
+     * those take the locked path. */
+    if (query && qr == CUDA_SUCCESS && ctx != atomic_load_explicit(&engine_ctx, memory_order_relaxed) &&
+        tl_holds != __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE) + 1)
+        return 0;
+    pthread_mutex_lock(&E.lock);
+    if (enter_locked(ctx, qr, query))
+        return 1;
+    pthread_mutex_unlock(&E.lock);
+    return 0;
 }
 
 static void leave(void)
@@ -845,10 +878,8 @@ static CUresult kernel_common(kcall_t *c)
     uint64_t sig = ok ? ag_op_sig(&o) : 0;
     if (t0)
         sample_ts[TS_RECORD] = ag_now_ns();
-    if (!enter()) {
-        leave();
+    if (!enter())
         return eager_kernel(c);
-    }
     if (t0)
         sample_ts[TS_LOCKED] = ag_now_ns();
     if (E.nmatch)
@@ -919,10 +950,8 @@ static CUresult mem_common(const mcall_t *c)
 {
     unsigned elem = c->elem;
     CUresult (*eager)(const void *) = elem ? eager_memset : eager_copy;
-    if (!enter()) {
-        leave();
+    if (!enter())
         return eager(c);
-    }
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs)); /* no attributes: the rest stays unread */
     o.kind = elem ? OP_MEMSET : OP_COPY;
@@ -992,10 +1021,8 @@ static CUresult eager_event(const void *p)
 
 static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
 {
-    if (!enter()) {
-        leave();
+    if (!enter())
         return eager_event(c);
-    }
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs));
     o.kind = (uint8_t)kind;
@@ -1060,10 +1087,8 @@ static CUresult eager_d2h(const void *p)
  * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
 static CUresult d2h_common(const dcall_t *c, int async)
 {
-    if (!enter()) {
-        leave();
+    if (!enter())
         return eager_d2h(c);
-    }
     int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->n <= AG_D2H_STAGING_MAX;
     if (ok && async) { /* into pinned memory the copy is truly asynchronous: not ours to end a graph */
         unsigned type = 0;
@@ -1125,10 +1150,8 @@ static CUresult eager_h2d(const void *p)
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     hcall_t c = {id, dst, src, n, s};
-    if (!enter()) {
-        leave();
+    if (!enter())
         return eager_h2d(&c);
-    }
     unsigned type = 0;
     CUresult pr = ag_drv.cuPointerGetAttribute
                       ? ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)src)

@@ -4,6 +4,7 @@
  * Usage: difftest_directed NAME. Output: `<name> <round> <hex>` lines; exit 1 on an unexpected error. */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,6 +391,77 @@ static void t_exit_nosync(void)
     exit(S.errors ? 1 : 0);
 }
 
+/* A second context, in this thread and in another one. Its work is never held back; this thread's
+ * switch to it, with work of the first context held back, reaches CUDA only after that work (an event
+ * of the first context orders it), and a thread that works in the second context all along passes
+ * without waiting for the engine. */
+static CUcontext ctx_b;
+static CUdeviceptr W, WB;
+static int other_done;
+static void *other_context_thread(void *arg)
+{
+    CUstream s = arg;
+    if (cuCtxSetCurrent(ctx_b) != CUDA_SUCCESS) return (void *)1;
+    /* as many launches as the other thread's loop lasts: each stores the same values (the result does
+     * not depend on the count) */
+    for (int r = 0; r < 64 || !__atomic_load_n(&other_done, __ATOMIC_ACQUIRE); r++)
+        if (store(s, (void *)(uintptr_t)W, WB) != CUDA_SUCCESS) return (void *)1;
+    return cuStreamSynchronize(s) == CUDA_SUCCESS ? NULL : (void *)1;
+}
+
+static void t_other_context(void)
+{
+    CUcontext ctx_a;
+    CUdevice dev;
+    CUevent ev;
+    CUstream sb, sb2;
+    CK(cuCtxGetCurrent(&ctx_a));
+    CK(cuCtxGetDevice(&dev));
+    pattern(s1, -1); /* the engine's context is the first one it meets */
+    CK(cuStreamSynchronize(s1));
+    CK(cuCtxCreate(&ctx_b, NULL, 0, dev)); /* current now, until set back */
+    CK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&sb2, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&W, N * 4));
+    CK(cuMemAlloc(&WB, N * 4));
+    float wb[N];
+    for (int i = 0; i < N; i++) wb[i] = (float)(i % 13) * 0.25f;
+    CK(cuMemsetD32(W, 0, N));
+    CK(cuMemcpyHtoD(WB, wb, sizeof wb));
+    CK(cuCtxSynchronize());
+    CK(cuCtxSetCurrent(ctx_a));
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    pthread_t th;
+    int started = pthread_create(&th, NULL, other_context_thread, sb2) == 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuEventRecord(ev, s1));
+        CK(cuCtxSetCurrent(ctx_b));
+        CK(cuStreamWaitEvent(sb, ev, 0));
+        CK(addto(sb, Z, X)); /* reads what the first context's work wrote */
+        CK(cuCtxSetCurrent(ctx_a));
+        publish(s1);
+        CK(cuStreamSynchronize(s1));
+        CK(cuStreamSynchronize(sb));
+        observe_both(r);
+    }
+    __atomic_store_n(&other_done, 1, __ATOMIC_RELEASE);
+    void *thread_rc = (void *)1;
+    if (started) pthread_join(th, &thread_rc);
+    if (thread_rc) S.errors++;
+    float w[N];
+    CK(cuMemcpyDtoH(w, W, sizeof w));
+    observe(ROUNDS, w, sizeof w);
+    CK(cuEventDestroy(ev));
+    CK(cuCtxSetCurrent(ctx_b));
+    CK(cuStreamDestroy(sb));
+    CK(cuStreamDestroy(sb2));
+    CK(cuMemFree(W));
+    CK(cuMemFree(WB));
+    CK(cuCtxSetCurrent(ctx_a));
+    CK(cuCtxDestroy(ctx_b));
+}
+
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -476,6 +548,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
+    else if (!strcmp(n, "other_context")) t_other_context();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;
