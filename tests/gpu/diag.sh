@@ -6,7 +6,7 @@
 #                 ("-" for the defaults); every setting runs interleaved with eager, DIAG_REPS times
 # Prints, per sample: eager and hand-graph loop ms, and per setting the median shim loop ms with the
 # engine's phase timers (AUTOGRAPH_STATS replay.host_ms) of its last run. First, graph_costs.cu: the raw
-# cost of each way to launch the same 25 tiny kernels.
+# cost of each way to launch the same 25 tiny kernels, then patch_costs.cu: what each way to patch costs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
@@ -17,6 +17,11 @@ command -v ninja >/dev/null && gen=(-G Ninja)
   cmake --build "$BUILD" -j16 --target autograph $SAMPLES; } >/tmp/diag-build.log 2>&1 ||
   { tail -30 /tmp/diag-build.log; exit 1; }
 nvcc -O2 -arch=sm_90 -o /tmp/graph_costs tests/gpu/graph_costs.cu && /tmp/graph_costs 2000
+# The ways to patch a graph's kernel arguments (per node, whole graph, device-updatable nodes); its
+# MISMATCH lines (wrong arguments seen by a launch) are counted, not printed one by one.
+nvcc -O2 -arch=sm_90 -rdc=true -o /tmp/patch_costs tests/gpu/patch_costs.cu -lcuda -lcudadevrt &&
+    { /tmp/patch_costs >/tmp/patch_costs.txt 2>&1; echo "patch_costs: exit $?, $(grep -c MISMATCH /tmp/patch_costs.txt) MISMATCH lines"
+      grep -v MISMATCH /tmp/patch_costs.txt; }
 lib=$PWD/$BUILD/lib/libautograph.so
 T=$(mktemp -d)
 ms() { sed -n 's/^loop_ms: //p' "$1"; }
