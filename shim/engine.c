@@ -79,7 +79,7 @@ static struct {
     uint64_t ops, deferred, match_ns, match_timed, match_lock_ns;
     /* a sampled held-back launch by phase (ns): the record, the context query and lock, the candidates'
      * match, the copy into the pending list, the learner; each less one clock read */
-    uint64_t match_phase_ns[5];
+    uint64_t match_phase_ns[5], match_phased;
     /* how many times the pending list was issued (written under the lock, read without it) */
     uint64_t drains;
     int seg_timed; /* the current segment is timed (see its other fields below) */
@@ -140,10 +140,12 @@ static struct {
 
 atomic_int ag_engine_on;
 
-/* Clock reads of the sampled launch now in the engine (0: not sampled): its record made, the lock held,
- * its candidates matched, its copy made (host_ns_per_match_to_lock and the phases). */
+/* Clock reads of the sampled launch now in the engine: the lock held (host_ns_per_match_to_lock) and,
+ * for one sampled launch in 4 (sample_phased, left out of host_ns_per_match: its four more clock reads
+ * would weigh on it), its record made, its candidates matched, its copy made. */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
 static AG_TLS uint64_t sample_ts[TS_COUNT];
+static AG_TLS int sample_phased;
 
 /* E.drains + 1 when this thread last held an operation back: while E.drains has not moved on, that
  * operation is still pending. */
@@ -607,7 +609,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
                 E.mlen[k++] = E.mlen[i];
             }
         E.nmatch = k;
-        if (t0)
+        if (t0 && sample_phased)
             sample_ts[TS_MATCHED] = ag_now_ns();
         if (!k) {
             fallback(FB_MISMATCH);
@@ -651,7 +653,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
             if (ok) {
                 ag_op_copy(slot, o);
                 tl_holds = E.drains + 1;
-                if (t0)
+                if (t0 && sample_phased)
                     sample_ts[TS_COPIED] = ag_now_ns();
                 E.npending++;
                 E.deferred++;
@@ -679,18 +681,23 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     if (deferred && t0 && !step) {
         /* a held-back launch, from hook entry to here (the learner included; one that completes a chunk
          * is counted in the replay's host time instead) */
-        uint64_t t[TS_COUNT + 2] = {t0, sample_ts[TS_RECORD], sample_ts[TS_LOCKED], sample_ts[TS_MATCHED],
-                                    sample_ts[TS_COPIED], ag_now_ns()};
-        /* each interval holds about one clock read of its own: the whole one holds those of its phases */
-        for (int i = 0; i < TS_COUNT + 1; i++) {
-            uint64_t d = t[i + 1] > t[i] ? t[i + 1] - t[i] : 0;
-            d = d > E.timer_ns ? d - E.timer_ns : 0;
-            E.match_phase_ns[i] += d;
-            E.match_ns += d;
-            if (i < 2)
-                E.match_lock_ns += d;
+        uint64_t end = ag_now_ns();
+        if (sample_phased) {
+            uint64_t t[TS_COUNT + 2] = {t0, sample_ts[TS_RECORD], sample_ts[TS_LOCKED], sample_ts[TS_MATCHED],
+                                        sample_ts[TS_COPIED], end};
+            /* each interval holds about one clock read of its own */
+            for (int i = 0; i < TS_COUNT + 1; i++) {
+                uint64_t d = t[i + 1] > t[i] ? t[i + 1] - t[i] : 0;
+                E.match_phase_ns[i] += d > E.timer_ns ? d - E.timer_ns : 0;
+            }
+            E.match_phased++;
+        } else {
+            uint64_t ns = end - t0, to_lock = sample_ts[TS_LOCKED] > t0 ? sample_ts[TS_LOCKED] - t0 : 0;
+            /* each interval holds about one clock read of its own, and the whole one also the read between */
+            E.match_ns += ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0;
+            E.match_lock_ns += to_lock > E.timer_ns ? to_lock - E.timer_ns : 0;
+            E.match_timed++;
         }
-        E.match_timed++;
     }
     if (step) {
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
@@ -827,7 +834,8 @@ static CUstream norm_stream(CUstream s)
     return s == NULL ? CU_STREAM_LEGACY : s;
 }
 
-/* Every 16th operation of a thread is timed from hook entry to return, for host_ns_per_match. */
+/* Every 16th operation of a thread is timed from hook entry to return, for host_ns_per_match (every 64th
+ * phase by phase instead). */
 static AG_TLS unsigned sample_tick;
 
 /* Between two launches an interpreter evicts the engine's state from the caches, and the lock's atomic
@@ -863,7 +871,9 @@ static inline void prefetch_arrive(void)
 
 static CUresult kernel_common(kcall_t *c)
 {
-    uint64_t t0 = (sample_tick++ & 15) == 0 ? ag_now_ns() : 0;
+    unsigned tick = sample_tick++;
+    uint64_t t0 = (tick & 15) == 0 ? ag_now_ns() : 0;
+    sample_phased = (tick & 63) == 0;
     prefetch_hot(c);
     /* The record and its signature need no lock: made before it, while the lines asked for arrive (and
      * not while another thread waits for the lock). */
@@ -895,7 +905,7 @@ static CUresult kernel_common(kcall_t *c)
         }
     }
     uint64_t sig = ok ? ag_op_sig(&o) : 0;
-    if (t0)
+    if (t0 && sample_phased)
         sample_ts[TS_RECORD] = ag_now_ns();
     if (!enter())
         return eager_kernel(c);
@@ -1353,12 +1363,12 @@ void ag_engine_stats(FILE *f)
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
-    /* where a held-back launch's time goes (the sum is host_ns_per_match) */
+    /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */
     static const char *const phase_names[] = {"record", "enter", "match", "copy", "learn"};
     fprintf(f, "    \"host_ns_per_match_phases\": {");
     for (int i = 0; i < 5; i++)
         fprintf(f, "%s\"%s\": %.1f", i ? ", " : "", phase_names[i],
-                E.match_timed ? (double)E.match_phase_ns[i] / (double)E.match_timed : 0.0);
+                E.match_phased ? (double)E.match_phase_ns[i] / (double)E.match_phased : 0.0);
     fprintf(f, "},\n    \"fallbacks\": {");
     for (int i = 0; i < FB_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
