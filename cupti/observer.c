@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,19 +62,12 @@ static const char *const search_paths[] = {
 #define CORR_RING 8192
 #define OP_RING 16384
 
-/* ST_ATTACHING: learn mode's attach runs on a thread of its own (cuptiSubscribe takes 11-20 ms on the
- * H200: the application's threads, and the engine lock, do not wait for it). */
-enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED, ST_IDLE, ST_ATTACHING };
-static const char *const state_names[] = {"unavailable", "attached", "detached", "released",
-                                          "refused",     "idle",     "attaching"};
+enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED, ST_IDLE };
+static const char *const state_names[] = {"unavailable", "attached", "detached", "released", "refused", "idle"};
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t attached_cond; /* the attaching thread is done (state left ST_ATTACHING) */
     int mode, state;
-    int start_state; /* what start() found: the state it leaves */
-    int want;        /* learn mode: a window is wanted (an attach in flight detaches at once if not) */
-    uint64_t attach_ns, detach_ns; /* the last attach's and detach's cost, whichever thread paid it */
     char library[512];
     void *h;
     CUpti_SubscriberHandle sub;
@@ -110,11 +102,7 @@ static struct {
     } op_ns[OP_RING];
     uint64_t kernels_attributed;
     uint64_t setup_ns; /* host time spent opening, attaching and detaching CUPTI */
-} O = {.lock = PTHREAD_MUTEX_INITIALIZER,
-       .attached_cond = PTHREAD_COND_INITIALIZER,
-       .names_lock = PTHREAD_MUTEX_INITIALIZER,
-       .launches = -1,
-       .state = ST_IDLE};
+} O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static void start(void);
@@ -313,65 +301,8 @@ static void detach(void)
         O.finalize();
     double fin = ms_since(&t);
     O.activity = 0;
-    O.detach_ns = (uint64_t)((cbs + act + unsub + fin) * 1e6);
     ag_log(AG_LOG_DEBUG, "CUPTI detached: callbacks off %.3f ms, activity off and flush %.3f ms, unsubscribe "
                          "%.3f ms, finalize %.3f ms", cbs, act, unsub, fin);
-}
-
-/* Learn mode's attach, on its own thread: opens libcupti the first time, subscribes and enables the
- * callbacks and timings, then publishes the state; a window no longer wanted by then detaches at once. */
-static void *attach_thread(void *first)
-{
-    ag_guard++; /* CUPTI's own driver calls are not the application's */
-    uint64_t t0 = ag_now_ns();
-    int st;
-    if (first) {
-        pthread_once(&start_once, start);
-        st = O.start_state;
-    } else {
-        CUptiResult r = attach();
-        /* a refusal: someone else holds CUPTI now (a profiler that did not come through our cuptiSubscribe) */
-        st = r == CUPTI_SUCCESS ? ST_ATTACHED
-             : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? ST_REFUSED : ST_UNAVAILABLE;
-        if (r != CUPTI_SUCCESS)
-            ag_log(AG_LOG_INFO, "CUPTI cannot be attached again (error %d): the observer is off", (int)r);
-    }
-    pthread_mutex_lock(&O.lock);
-    O.attach_ns = ag_now_ns() - t0;
-    O.setup_ns += O.attach_ns;
-    if (st == ST_ATTACHED) {
-        O.attaches++;
-        if (!O.want) {
-            detach();
-            O.setup_ns += O.detach_ns;
-            O.detaches++;
-            st = ST_DETACHED;
-        }
-    }
-    __atomic_store_n(&O.state, st, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&O.attached_cond);
-    pthread_mutex_unlock(&O.lock);
-    ag_guard--;
-    return NULL;
-}
-
-/* Starts attach_thread with every signal blocked (the application's handlers never run on it). 0, or -1
- * when no thread could be made. */
-static int spawn_attach(int first)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t at;
-    pthread_t t;
-    int r = pthread_attr_init(&at);
-    if (r == 0) {
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        r = pthread_create(&t, &at, attach_thread, first ? (void *)1 : NULL);
-        pthread_attr_destroy(&at);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return r == 0 ? 0 : -1;
 }
 
 void ag_cupti_learning(int learning)
@@ -379,62 +310,34 @@ void ag_cupti_learning(int learning)
     if (ag_opt(AG_OPT_CUPTI)->num != AG_CUPTI_LEARN)
         return;
     pthread_mutex_lock(&O.lock);
-    O.want = learning;
-    if (learning && (O.state == ST_IDLE || O.state == ST_DETACHED)) {
-        int first = O.state == ST_IDLE;
-        if (spawn_attach(first) == 0) {
-            __atomic_store_n(&O.state, ST_ATTACHING, __ATOMIC_RELAXED);
+    ag_guard++;
+    uint64_t t0 = ag_now_ns();
+    if (learning && O.state == ST_IDLE) {
+        pthread_once(&start_once, start); /* opens libcupti and attaches, or says why not */
+    } else if (learning && O.state == ST_DETACHED) {
+        CUptiResult r = attach();
+        if (r == CUPTI_SUCCESS) {
+            O.state = ST_ATTACHED;
+            O.attaches++;
         } else {
-            ag_log(AG_LOG_INFO, "no thread for attaching CUPTI: the observer is off");
-            O.state = ST_UNAVAILABLE;
+            /* Someone else holds CUPTI now (a profiler that did not come through our cuptiSubscribe). */
+            O.state = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? ST_REFUSED : ST_UNAVAILABLE;
+            ag_log(AG_LOG_INFO, "CUPTI cannot be attached again (error %d): the observer is off", (int)r);
         }
     } else if (!learning && O.state == ST_ATTACHED) {
-        /* at once: a graph launch with callbacks on costs 200-365 us */
-        ag_guard++;
         detach();
-        ag_guard--;
-        O.setup_ns += O.detach_ns;
         O.state = ST_DETACHED;
         O.detaches++;
-    } /* attaching and no longer wanted: that thread detaches when done */
+    }
+    O.setup_ns += ag_now_ns() - t0;
+    ag_guard--;
     pthread_mutex_unlock(&O.lock);
-}
-
-/* Waits (up to about 2 s) for an attach in flight, with O.lock held. */
-static void wait_attach_locked(void)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 2;
-    while (O.state == ST_ATTACHING)
-        if (pthread_cond_timedwait(&O.attached_cond, &O.lock, &until) == ETIMEDOUT)
-            break;
-}
-
-void ag_cupti_quiesce(void)
-{
-    if (__atomic_load_n(&O.state, __ATOMIC_ACQUIRE) != ST_ATTACHING)
-        return;
-    pthread_mutex_lock(&O.lock);
-    O.want = 0;
-    wait_attach_locked();
-    pthread_mutex_unlock(&O.lock);
-}
-
-uint64_t ag_cupti_window_cost_ns(void)
-{
-    pthread_mutex_lock(&O.lock);
-    uint64_t ns = O.attach_ns + O.detach_ns;
-    pthread_mutex_unlock(&O.lock);
-    return ns;
 }
 
 /* A profiler wants CUPTI: everything of ours goes, for good. */
 static void release(const char *why)
 {
     pthread_mutex_lock(&O.lock);
-    O.want = 0;
-    wait_attach_locked(); /* CUPTI takes one subscriber: ours, if in flight, finishes (and detaches) first */
     int released = 0;
     int mine = O.state == ST_ATTACHED || O.state == ST_DETACHED ||
                (O.state == ST_IDLE && ag_opt(AG_OPT_CUPTI)->num == AG_CUPTI_LEARN);
@@ -568,7 +471,7 @@ static void start(void)
 {
     ag_guard++;
     O.mode = (int)ag_opt(AG_OPT_CUPTI)->num;
-    O.start_state = ST_UNAVAILABLE;
+    O.state = ST_UNAVAILABLE;
     uint64_t t_open = ag_now_ns();
     O.h = open_cupti();
     ag_log(AG_LOG_DEBUG, "opening libcupti took %.3f ms", ms_since(&t_open));
@@ -602,14 +505,15 @@ static void start(void)
          * Any other refusal (no GPU CUPTI can use, a driver it does not know) is only information. */
         if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
             ag_log(AG_LOG_WARN, "CUPTI subscription refused (%s): going on without the observer", s);
-            O.start_state = ST_REFUSED;
+            O.state = ST_REFUSED;
         } else {
             ag_log(AG_LOG_INFO, "CUPTI cannot be used here (%s): the CUPTI observer is off", s);
         }
         goto out;
     }
     atomic_store(&O.launches, 0);
-    O.start_state = ST_ATTACHED;
+    O.state = ST_ATTACHED;
+    O.attaches = 1;
     ag_log(AG_LOG_DEBUG, "CUPTI observer attached (%s, %d callback ids)", O.library, O.nwatched);
 out:
     ag_guard--;
@@ -624,18 +528,7 @@ int ag_cupti_start(void)
     if (mode == AG_CUPTI_OFF || mode == AG_CUPTI_LEARN)
         return 0;
     pthread_once(&start_once, start);
-    pthread_mutex_lock(&O.lock);
-    if (O.state == ST_IDLE) {
-        O.state = O.start_state;
-        O.attaches = O.state == ST_ATTACHED;
-    }
-    pthread_mutex_unlock(&O.lock);
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
-}
-
-int ag_cupti_attaching(void)
-{
-    return __atomic_load_n(&O.state, __ATOMIC_RELAXED) == ST_ATTACHING;
 }
 
 int ag_cupti_attached(void)
@@ -648,7 +541,7 @@ int ag_cupti_can_guard(void)
     int st = __atomic_load_n(&O.state, __ATOMIC_RELAXED);
     switch (ag_opt(AG_OPT_CUPTI)->num) {
     case AG_CUPTI_LEARN:
-        return st == ST_IDLE || st == ST_ATTACHING || st == ST_ATTACHED || st == ST_DETACHED;
+        return st == ST_IDLE || st == ST_ATTACHED || st == ST_DETACHED;
     case AG_CUPTI_GUARD:
     case AG_CUPTI_ALWAYS:
         return st == ST_ATTACHED;

@@ -77,16 +77,13 @@ static void warn_option(const char *msg)
 
 static void at_exit(void)
 {
-    if (!forked_child) {
-        ag_cupti_quiesce(); /* libcupti must not be torn down under an attach in flight */
+    if (!forked_child)
         ag_engine_exit();
-    }
     ag_stats_report(forked_child);
 }
 
 static void fork_prepare(void)
 {
-    ag_cupti_quiesce(); /* a child must not inherit a half-done attach (its thread is not copied) */
     ag_engine_fork_prepare();
     ag_stats_fork_prepare();
 }

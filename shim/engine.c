@@ -38,10 +38,9 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
  * trusted (its loop went through the guard cleanly) and work the guard never watched may be deferred
  * too, as the guard would otherwise cost a window per new variant ('guard' mode watches everything). A
  * window ends at the first graph launch (callbacks make it cost 200-365 us) or after ATTACH_WINDOW
- * operations that guarded nothing new. CUPTI attaches on a thread of its own (cuptiSubscribe alone takes
- * 11-20 ms on the H200), so the window's watch starts some operations after it was asked for; detaching
- * (2-3 ms) is done at once, before a graph launch. A new window, for repeating work not watched yet, opens
- * only once ATTACH_BACKOFF times the last window's attach and detach time has passed since it closed. */
+ * operations that guarded nothing new. CUPTI's set-up and tear-down cost the host tens of milliseconds on
+ * the H200: a new window, for repeating work not watched yet, opens only once ATTACH_BACKOFF times that
+ * cost has passed since the last one closed (at most about 3% of the run). */
 #define ATTACH_WINDOW 1024
 #define ATTACH_BACKOFF 32
 #define UNHOOKED_KIND 0x0b5e7eULL
@@ -65,7 +64,6 @@ static struct {
     int nmatch;
     int ntainted;
     int cupti_learning; /* CUPTI attached for learning (AUTOGRAPH_CUPTI=learn, see the guard below) */
-    int watch_pending;  /* a window was asked for and CUPTI is not attached yet (it attaches on a thread) */
     CUstream cur_stream; /* of the last operation; NULL before the first (records are never NULL) */
     ag_op_t *pending;
     uint32_t npending, cap_pending;
@@ -191,41 +189,26 @@ static void segment_begin(void)
     E.seg_timed = ag_cupti_attached();
 }
 
-/* Asks for a learning window (CUPTI attaches on a thread of its own: watching starts at the first
- * operation after that, see watch_poll) or ends one, and keeps the window bookkeeping. */
+/* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
 static void cupti_learning(int on)
 {
+    uint64_t t0 = ag_now_ns();
     ag_cupti_learning(on);
+    uint64_t t1 = ag_now_ns();
+    E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
     E.cupti_learning = on;
-    E.watch_pending = on;
+    ag_learner_watch(&E.learner, ag_cupti_attached());
     if (on) {
+        E.guarded_at = E.ops;
         E.guarded_seen = E.window_from = E.learner.guarded_total; /* earlier ones are not this window's */
+        segment_begin(); /* the segment is timed from here on (the part before was not watched) */
     } else {
-        ag_learner_watch(&E.learner, 0);
         E.seg_timed = 0;
         resolve_timings(); /* detaching delivered every record CUPTI had */
         E.detached_t = ag_now_ns();
-        E.setup_ns = ag_cupti_window_cost_ns();
         /* a window that made work deferrable and caught nothing: the program is trusted */
         if (!E.unhooked_seen && E.learner.guarded_total > E.window_from)
             E.trusted = 1;
-    }
-}
-
-/* A window was asked for: once CUPTI is attached the guard watches from here on (and the segment is
- * timed from here); an attach that failed, or was overtaken by the window's end, closes the window. */
-static void watch_poll(void)
-{
-    if (ag_cupti_attached()) {
-        E.watch_pending = 0;
-        ag_learner_watch(&E.learner, 1);
-        E.guarded_at = E.ops;
-        E.guarded_seen = E.window_from = E.learner.guarded_total;
-        segment_begin();
-    } else if (!ag_cupti_attaching()) {
-        E.watch_pending = E.cupti_learning = 0;
-        E.detached_t = ag_now_ns();
-        E.setup_ns = ag_cupti_window_cost_ns();
     }
 }
 
@@ -575,8 +558,6 @@ static int tainted(uint64_t sig)
 static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out,
                      uint64_t *op_out)
 {
-    if (E.watch_pending)
-        watch_poll();
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
      * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
     if (E.cur_stream && o->stream != E.cur_stream &&
@@ -675,7 +656,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
     else
         E.seg_kernels += o->kind == OP_KERNEL;
     E.ops++;
-    if (E.cupti_learning && !E.watch_pending && E.ops - E.guarded_at >= ATTACH_WINDOW)
+    if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
         cupti_learning(0); /* the window guarded nothing new for a while */
     int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {

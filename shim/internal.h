@@ -182,15 +182,8 @@ int ag_cupti_start(void);
 long long ag_cupti_launches(void);
 /* AUTOGRAPH_CUPTI=learn: the engine learns (1: callbacks and timings on) or replays graphs (0: off). */
 void ag_cupti_learning(int learning);
-/* An attach in flight (learn mode attaches on a thread of its own) is over, done or detached: waited
- * for (up to about 2 s) before exit or fork. */
-void ag_cupti_quiesce(void);
-/* What the last learning window's attach and detach cost, whichever thread paid it (ns). */
-uint64_t ag_cupti_window_cost_ns(void);
 /* AUTOGRAPH_CUPTI as an AG_CUPTI_* value. */
 int ag_cupti_mode(void);
-/* Learn mode's attach is in flight (on its own thread). */
-int ag_cupti_attaching(void);
 /* CUPTI callbacks (the guard) are on now. */
 int ag_cupti_attached(void);
 /* The guard can watch work before it is deferred: 'learn' until CUPTI turned out unusable or went to a

@@ -53,8 +53,6 @@ setup() {
         # be delivered before CUPTI is detached, so kernels_timed is logged above, not asserted).
         [ "$(stat "$OUT/stats.json" cupti.attaches)" -ge 1 ]
     fi
-    # (No replay share asserted here: CUPTI attaches on a thread of its own, in 11-20 ms, and 40
-    # iterations of most samples are over sooner; the first test asserts it with the guard attached from
-    # the start, python.bats in this mode over 200 PyTorch steps.)
     summary "$OUT" "$SAMPLE/learn"
+    replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
 }

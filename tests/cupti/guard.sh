@@ -69,9 +69,6 @@ PY
 # warnings NAME [PATTERN]: the shim's warning lines (those matching PATTERN)
 warnings() { grep '^autograph: warn:' "$tmp/$1.err" | grep -c -- "${2:-}" || true; }
 
-# Learn mode attaches CUPTI on a thread of its own: cases that need the guard to watch the loop run one
-# that lasts long enough (30 ms, the attach takes about 1 ms with the stand-in).
-long=(--iters 300 --host-us 100)
 unhooked='c.get("unhooked", 0) > 0 and "cuLaunchKernel" in c.get("unhooked_names", [])'
 replayed='s["replay"]["launches_replayed"] > 0'
 
@@ -79,8 +76,8 @@ case $case in
 default | guard)
     mode=learn envs=()
     [ "$case" = guard ] && mode=guard envs=(AUTOGRAPH_CUPTI=guard)
-    plain p "${long[@]}"
-    shim run ${envs[@]+"${envs[@]}"} -- "${long[@]}"
+    plain p
+    shim run ${envs[@]+"${envs[@]}"} --
     same p run
     expect run "c.get('mode') == '$mode' and c.get('state') != 'refused'"
     expect run "$unhooked"
@@ -123,8 +120,8 @@ off)
     echo "ok: off: a late unhooked launch changes the output too"
     ;;
 learn_detaches)
-    plain p --no-unhooked "${long[@]}"
-    shim run AUTOGRAPH_CUPTI=learn -- --no-unhooked "${long[@]}"
+    plain p --no-unhooked
+    shim run AUTOGRAPH_CUPTI=learn -- --no-unhooked
     same p run
     expect run "c.get('mode') == 'learn' and c.get('attaches', 0) >= 1 and c.get('detaches', 0) >= 1"
     expect run "$replayed"
@@ -170,8 +167,8 @@ scope_off)
     expect watched "c.get('state') == 'attached' and c.get('launches', 0) > 0"
     ;;
 profiler)
-    plain p --profiler "${long[@]}"
-    shim run -- --profiler "${long[@]}"
+    plain p --profiler
+    shim run -- --profiler
     same p run
     grep -q 'guard_prog: profiler attached' "$tmp/run.err"
     expect run "c.get('released_to_profiler') is True and c.get('state') == 'released'"
@@ -186,8 +183,8 @@ busy)
     expect run "c.get('state') == 'refused'"
     ;;
 bogus)
-    plain p "${long[@]}"
-    shim run AUTOGRAPH_CUPTI=bogus -- "${long[@]}"
+    plain p
+    shim run AUTOGRAPH_CUPTI=bogus --
     same p run
     [ "$(warnings run AUTOGRAPH_CUPTI)" = 1 ] ||
         { echo "FAILED: expected one warning naming AUTOGRAPH_CUPTI; got $(warnings run AUTOGRAPH_CUPTI)"; exit 1; }

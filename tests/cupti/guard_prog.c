@@ -2,8 +2,7 @@
  * launches kernels the shim can defer and, in the middle, one launch that no hook sees
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
- * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--host-us U]
- *                   [--never-repeat]
+ * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -11,8 +10,6 @@
  *                  library is AUTOGRAPH_CUPTI_LIB, its functions are looked up as a program linked
  *                  against libcupti would bind them (global scope, where a preloaded shim comes first)
  *   --spin-us U    each deferrable kernel also runs U microseconds on the fake GPU: a GPU-bound loop
- *   --host-us U    the host sleeps U microseconds after each iteration: a host-bound loop that lasts long
- *                  enough for the shim's CUPTI attach, which runs on a thread of its own
  *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -21,7 +18,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -156,7 +152,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 int main(int argc, char **argv)
 {
     int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0;
-    long host_us = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -168,13 +163,11 @@ int main(int argc, char **argv)
             profiler = 1;
         else if (strcmp(argv[i], "--spin-us") == 0 && i + 1 < argc)
             spin_us = atol(argv[++i]);
-        else if (strcmp(argv[i], "--host-us") == 0 && i + 1 < argc)
-            host_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--never-repeat") == 0)
             never_repeat = 1;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
-                            "[--spin-us U] [--host-us U] [--never-repeat]\n");
+                            "[--spin-us U] [--never-repeat]\n");
             return 2;
         }
     }
@@ -218,8 +211,6 @@ int main(int argc, char **argv)
         CK(cuStreamSynchronize(NULL));
         CK(cuMemcpyDtoH(host, x, sizeof host));
         sum = fnv(sum, host, sizeof host);
-        if (host_us)
-            usleep((useconds_t)host_us);
     }
     if (profiler)
         profiler_detach();

@@ -15,9 +15,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/difftest.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 [[ -f $shim ]] || { echo "difftest: $shim not built" >&2; exit 1; }
-# Without the stand-in libcupti (difftest.cupti_learn sets it), CUPTI is off: how much is deferred must
-# not depend on the machine's own libcupti (CI has one that cannot work without a GPU).
-[[ -n ${AUTOGRAPH_CUPTI_LIB:-} ]] || export AUTOGRAPH_CUPTI=${AUTOGRAPH_CUPTI:-off}
 
 # run_pair NAME CMD...: CMD plain, then CMD under the shim; stdout and exit codes must match.
 # DT_SHIM_ENV (self-check only) adds an environment assignment to the shim side.

@@ -11,9 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 prog=$build/bin/engine_prog
 "$prog" "$case" "$iters" >"$tmp/plain.out"
-# AUTOGRAPH_CUPTI=off unless a case sets it: how much is deferred must not depend on the machine's own
-# libcupti (CI has one that cannot work without a GPU); tests/cupti runs the CUPTI paths with a stand-in.
-env AUTOGRAPH_CUPTI=off "$@" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.json" \
+env "$@" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.json" \
     "$prog" "$case" "$iters" >"$tmp/shim.out" 2>"$tmp/shim.err" || { cat "$tmp/shim.err"; exit 1; }
 cat "$tmp/shim.err"
 diff -u "$tmp/plain.out" "$tmp/shim.out"
