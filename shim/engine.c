@@ -660,8 +660,8 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
         cupti_learning(0); /* the window guarded nothing new for a while */
     int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {
-        /* a held-back launch, from hook entry to here (the learner included; one that completes a chunk
-         * is counted in the replay's host time instead) */
+        /* a held-back launch, from the engine's entry to here (the learner included; one that completes
+         * a chunk is counted in the replay's host time instead) */
         uint64_t end = ag_now_ns();
         if (sample_phased) {
             uint64_t t[TS_COUNT + 2] = {t0, sample_ts[TS_RECORD], sample_ts[TS_LOCKED], sample_ts[TS_MATCHED],
@@ -815,7 +815,7 @@ static CUstream norm_stream(CUstream s)
     return s == NULL ? CU_STREAM_LEGACY : s;
 }
 
-/* Every 16th operation of a thread is timed from hook entry to return, for host_ns_per_match (every 64th
+/* Every 16th operation of a thread is timed from the engine's entry on, for host_ns_per_match (every 64th
  * phase by phase instead). */
 static AG_TLS unsigned sample_tick;
 
