@@ -27,6 +27,13 @@ frac = 100.0 * r["launches_replayed"] / max(1, s["launches"])
 print(f"launches {s['launches']} replayed {r['launches_replayed']} ({frac:.1f}%), host_ns_per_match {r['host_ns_per_match']}")
 if frac < 80:
     sys.exit(f"replayed {frac:.1f}% < 80%")
+# The timings are reported (never compared with a bound): the matched launches were timed, and by phase.
+ph = r["host_ns_per_match_phases"]
+if sorted(ph) != sorted(["record", "enter", "match", "copy", "learn"]) or min(ph.values()) < 0:
+    sys.exit(f"host_ns_per_match_phases malformed: {ph}")
+if r["host_ns_per_match"] <= 0 or r["host_ns_per_match_to_lock"] <= 0 or sum(ph.values()) <= 0:
+    sys.exit("matched launches were not timed: " + json.dumps({k: r[k] for k in r if k.startswith("host_ns")}))
+print("phases (ns): " + ", ".join(f"{k} {v}" for k, v in ph.items()))
 PY
     ;;
 measure)
