@@ -830,7 +830,6 @@ static inline void prefetch_hot(const kcall_t *c)
     __builtin_prefetch(&E.learner); /* the fields every push uses: two lines (pattern.h) */
     __builtin_prefetch((const char *)&E.learner + 64);
     __builtin_prefetch(&ag_drv.cuCtxGetCurrent);
-    __builtin_prefetch(&ag_hook_per_thread[c->id]);
     ag_layout_prefetch(c->f);
 }
 
@@ -868,7 +867,11 @@ static CUresult kernel_common(kcall_t *c)
     o.block[0] = c->bx, o.block[1] = c->by, o.block[2] = c->bz;
     o.smem = c->smem;
     o.stream = norm_stream(c->stream);
-    int ok = !per_thread(c->id, c->stream) && (!c->params || !c->extra);
+    /* the per-thread default stream, by its handle or by stream 0 through a per-thread entry point (the
+     * two _ptsz launch ids: constants, where per_thread would read a table line) */
+    int ok = c->stream != CU_STREAM_PER_THREAD &&
+             !(c->stream == NULL && (c->id == AG_ID_cuLaunchKernel_ptsz || c->id == AG_ID_cuLaunchKernelEx_ptsz)) &&
+             (!c->params || !c->extra);
     if (ok && c->cfg) {
         if (c->cfg->numAttrs > AG_MAX_ATTRS)
             ok = 0;

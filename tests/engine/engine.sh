@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one engine_prog case plain and under the shim on fakecuda: identical output, and the statistics
 # show at least MIN_REPLAYED percent of the launches replayed from graphs (0 = only check output) and,
-# when EXPECT_FALLBACK names a reason, at least one fallback for it.
+# when EXPECT_FALLBACK names a reason, at least one fallback for it; MAX_REPLAYED caps the share (percent).
 # Usage: engine.sh BUILD_DIR CASE ITERS MIN_REPLAYED [extra env assignments...]
 set -euo pipefail
 build=$1 case=$2 iters=$3 min=$4
@@ -15,7 +15,7 @@ env "$@" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.jso
     "$prog" "$case" "$iters" >"$tmp/shim.out" 2>"$tmp/shim.err" || { cat "$tmp/shim.err"; exit 1; }
 cat "$tmp/shim.err"
 diff -u "$tmp/plain.out" "$tmp/shim.out"
-python3 - "$tmp/stats.json" "$min" "${EXPECT_FALLBACK:-}" <<'PY'
+python3 - "$tmp/stats.json" "$min" "${EXPECT_FALLBACK:-}" "${MAX_REPLAYED:-100}" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 r = s["replay"]
@@ -24,6 +24,8 @@ print(f"launches {s['launches']} replayed {r['launches_replayed']} ({frac:.1f}%)
       f"graph launches {r['graph_launches']}, patched {r['nodes_patched']}, fallbacks {r['fallbacks']}")
 if frac < float(sys.argv[2]):
     sys.exit(f"replayed {frac:.1f}% < {sys.argv[2]}%")
+if frac > float(sys.argv[4]):
+    sys.exit(f"replayed {frac:.1f}% > {sys.argv[4]}%")
 if sys.argv[3] and not r["fallbacks"].get(sys.argv[3]):
     sys.exit(f"no fallback counted as {sys.argv[3]}")
 PY

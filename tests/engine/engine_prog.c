@@ -1,8 +1,12 @@
 /* Directed workloads for the replay engine on fakecuda: each --case runs a loop the engine should learn
  * and replay, and prints a checksum of every result the host saw. tests/engine/engine.sh runs it plain
- * and under the shim: outputs must be identical and the statistics must show replays. */
+ * and under the shim: outputs must be identical and the statistics must show replays (none for the
+ * per-thread default stream cases: ptds launches into CU_STREAM_PER_THREAD, ptsz into stream 0 through
+ * the per-thread entry point cuLaunchKernel_ptsz; work that only its own thread could launch is not held
+ * back). */
 #define _GNU_SOURCE /* clock_gettime (internal.h, fakecuda_prog.h) under -std=c11 */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +134,21 @@ int main(int argc, char **argv)
     int n = N;
     uint64_t seed = 1234, off = 0;
     CUstream stream = NULL, side = NULL;
+    typedef CUresult (*launch_fn_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    CUstream, void **, void **);
+    typedef CUresult (*launch_ex_fn_t)(const CUlaunchConfig *, CUfunction, void **, void **);
+    launch_fn_t launch = cuLaunchKernel;
+    launch_ex_fn_t launch_ex = cuLaunchKernelEx;
+    if (strcmp(which, "ptds") == 0)
+        stream = CU_STREAM_PER_THREAD;
+    if (strcmp(which, "ptsz") == 0) {
+        launch = (launch_fn_t)dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz");
+        launch_ex = (launch_ex_fn_t)dlsym(RTLD_DEFAULT, "cuLaunchKernelEx_ptsz");
+        if (!launch || !launch_ex) {
+            fprintf(stderr, "engine_prog: no cuLaunchKernel_ptsz or cuLaunchKernelEx_ptsz\n");
+            return 1;
+        }
+    }
     CUevent fork, join;
     int two = strcmp(which, "twostreams") == 0, legacyside = strcmp(which, "legacyside") == 0;
     if (strcmp(which, "stream") == 0 || two)
@@ -162,16 +181,16 @@ int main(int argc, char **argv)
             int zl = n;
             for (int k = 0; k < 10; k++) {
                 void *p[] = {&z, &z, &a, &b, &zl};
-                CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, side, p, NULL));
+                CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, side, p, NULL));
             }
             CK(cuEventRecord(join, side));
         }
         for (int k = 0; k < 40; k++) {
             float a = 1.0f + 0.001f * (float)k, b = (strcmp(which, "args") == 0) ? 0.01f * (float)it : 0.5f;
             void *p[] = {&y, &x, &a, &b, &len};
-            CK(cuLaunchKernel(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
-            CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
             if (strcmp(which, "bigargs") == 0) {
                 bigarg_t ba;
                 memset(&ba, 0, sizeof ba);
@@ -182,12 +201,12 @@ int main(int argc, char **argv)
                         ba.strides[q][w] = q * w + k;
                 }
                 void *bp[] = {&y, &ba, &len};
-                CK(cuLaunchKernel(big, 1, 1, 1, 32, 1, 1, 0, stream, bp, NULL));
+                CK(launch(big, 1, 1, 1, 32, 1, 1, 0, stream, bp, NULL));
             }
             if (k % 10 == 3) {
                 off += 4;
                 void *r[] = {&x, &seed, &off, &len};
-                CK(cuLaunchKernel(noise, 1, 1, 1, 64, 1, 1, 0, stream, r, NULL));
+                CK(launch(noise, 1, 1, 1, 64, 1, 1, 0, stream, r, NULL));
             }
             if (k % 5 == 2 && strcmp(which, "h2d") == 0) {
                 /* pageable source rewritten right after the call (legal: CUDA stages it), and a pinned one */
@@ -201,7 +220,7 @@ int main(int argc, char **argv)
                     pageable[q] = -1.0f;
                 int nn = N;
                 void *ap[] = {&x, &slot, &nn};
-                CK(cuLaunchKernel(acc, 1, 1, 1, 32, 1, 1, 0, stream, ap, NULL));
+                CK(launch(acc, 1, 1, 1, 32, 1, 1, 0, stream, ap, NULL));
                 static float *pinned; /* written once: a pinned source is read when the copy runs */
                 if (!pinned) {
                     CK(cuMemAllocHost((void **)&pinned, 64 * sizeof(float)));
@@ -225,7 +244,7 @@ int main(int argc, char **argv)
             void *p[] = {&x, &x, &a, &b, &nn};
             CUresult bad = cuLaunchKernel(axpb, 1, 1, 1, 2048, 1, 1, 0, stream, p, NULL);
             h = fnv(h, &bad, sizeof bad);
-            CK(cuLaunchKernel(axpb, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
         }
         if (strcmp(which, "extra") == 0) {
             struct {
@@ -233,7 +252,7 @@ int main(int argc, char **argv)
             } packed = {s, x};
             size_t sz = sizeof packed;
             void *e[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz, CU_LAUNCH_PARAM_END};
-            CK(cuLaunchKernel(sum, 4, 1, 1, 256, 1, 1, 0, stream, NULL, e));
+            CK(launch(sum, 4, 1, 1, 256, 1, 1, 0, stream, NULL, e));
         } else {
             void *p[] = {&s, &x};
             CUlaunchAttribute attr;
@@ -241,7 +260,7 @@ int main(int argc, char **argv)
             attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
             attr.value.priority = 0;
             CUlaunchConfig cfg = {4, 1, 1, 256, 1, 1, 0, stream, &attr, 1};
-            CK(cuLaunchKernelEx(&cfg, sum, p, NULL));
+            CK(launch_ex(&cfg, sum, p, NULL));
         }
         if (strcmp(which, "nosync") != 0) {
             float loss;
