@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs one engine_prog case plain and under the shim on fakecuda: identical output, and the statistics
 # show at least MIN_REPLAYED percent of the launches replayed from graphs (0 = only check output) and,
-# when EXPECT_FALLBACK names a reason, at least one fallback for it; MAX_REPLAYED caps the share (percent).
+# when EXPECT_FALLBACK names a reason, at least one fallback for it; MAX_REPLAYED caps the share (percent),
+# MAX_DEFERRED the operations held back (launches_deferred counts every kind).
 # Usage: engine.sh BUILD_DIR CASE ITERS MIN_REPLAYED [extra env assignments...]
 set -euo pipefail
 build=$1 case=$2 iters=$3 min=$4
@@ -15,7 +16,7 @@ env "$@" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.jso
     "$prog" "$case" "$iters" >"$tmp/shim.out" 2>"$tmp/shim.err" || { cat "$tmp/shim.err"; exit 1; }
 cat "$tmp/shim.err"
 diff -u "$tmp/plain.out" "$tmp/shim.out"
-python3 - "$tmp/stats.json" "$min" "${EXPECT_FALLBACK:-}" "${MAX_REPLAYED:-100}" <<'PY'
+python3 - "$tmp/stats.json" "$min" "${EXPECT_FALLBACK:-}" "${MAX_REPLAYED:-100}" "${MAX_DEFERRED:--1}" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 r = s["replay"]
@@ -26,6 +27,8 @@ if frac < float(sys.argv[2]):
     sys.exit(f"replayed {frac:.1f}% < {sys.argv[2]}%")
 if frac > float(sys.argv[4]):
     sys.exit(f"replayed {frac:.1f}% > {sys.argv[4]}%")
+if int(sys.argv[5]) >= 0 and r["launches_deferred"] > int(sys.argv[5]):
+    sys.exit(f"{r['launches_deferred']} operations held back, more than {sys.argv[5]}")
 if sys.argv[3] and not r["fallbacks"].get(sys.argv[3]):
     sys.exit(f"no fallback counted as {sys.argv[3]}")
 PY

@@ -137,18 +137,38 @@ int main(int argc, char **argv)
     typedef CUresult (*launch_fn_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     CUstream, void **, void **);
     typedef CUresult (*launch_ex_fn_t)(const CUlaunchConfig *, CUfunction, void **, void **);
+    typedef CUresult (*memset8_fn_t)(CUdeviceptr, unsigned char, size_t, CUstream);
+    typedef CUresult (*copy_dd_fn_t)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    typedef CUresult (*copy_hd_fn_t)(CUdeviceptr, const void *, size_t, CUstream);
+    typedef CUresult (*copy_dh_fn_t)(void *, CUdeviceptr, size_t, CUstream);
+    typedef CUresult (*evrec_fn_t)(CUevent, CUstream);
     launch_fn_t launch = cuLaunchKernel;
     launch_ex_fn_t launch_ex = cuLaunchKernelEx;
+    memset8_fn_t memset8 = cuMemsetD8Async;
+    copy_dd_fn_t copy_dd = cuMemcpyDtoDAsync;
+    copy_hd_fn_t copy_hd = cuMemcpyHtoDAsync;
+    copy_dh_fn_t copy_dh = cuMemcpyDtoHAsync;
+    evrec_fn_t evrec = cuEventRecord;
+    /* the per-thread default stream cases also make every other kind of operation the engine could hold */
+    int pt = strcmp(which, "ptds") == 0 || strcmp(which, "ptsz") == 0;
     if (strcmp(which, "ptds") == 0)
         stream = CU_STREAM_PER_THREAD;
     if (strcmp(which, "ptsz") == 0) {
         launch = (launch_fn_t)dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz");
         launch_ex = (launch_ex_fn_t)dlsym(RTLD_DEFAULT, "cuLaunchKernelEx_ptsz");
-        if (!launch || !launch_ex) {
-            fprintf(stderr, "engine_prog: no cuLaunchKernel_ptsz or cuLaunchKernelEx_ptsz\n");
+        memset8 = (memset8_fn_t)dlsym(RTLD_DEFAULT, "cuMemsetD8Async_ptsz");
+        copy_dd = (copy_dd_fn_t)dlsym(RTLD_DEFAULT, "cuMemcpyDtoDAsync_v2_ptsz");
+        copy_hd = (copy_hd_fn_t)dlsym(RTLD_DEFAULT, "cuMemcpyHtoDAsync_v2_ptsz");
+        copy_dh = (copy_dh_fn_t)dlsym(RTLD_DEFAULT, "cuMemcpyDtoHAsync_v2_ptsz");
+        evrec = (evrec_fn_t)dlsym(RTLD_DEFAULT, "cuEventRecord_ptsz");
+        if (!launch || !launch_ex || !memset8 || !copy_dd || !copy_hd || !copy_dh || !evrec) {
+            fprintf(stderr, "engine_prog: a per-thread (_ptsz) entry point is missing\n");
             return 1;
         }
     }
+    CUevent pt_ev = NULL;
+    if (pt)
+        CK(cuEventCreate(&pt_ev, CU_EVENT_DISABLE_TIMING));
     CUevent fork, join;
     int two = strcmp(which, "twostreams") == 0, legacyside = strcmp(which, "legacyside") == 0;
     if (strcmp(which, "stream") == 0 || two)
@@ -208,14 +228,14 @@ int main(int argc, char **argv)
                 void *r[] = {&x, &seed, &off, &len};
                 CK(launch(noise, 1, 1, 1, 64, 1, 1, 0, stream, r, NULL));
             }
-            if (k % 5 == 2 && strcmp(which, "h2d") == 0) {
+            if (k % 5 == 2 && (pt || strcmp(which, "h2d") == 0)) {
                 /* pageable source rewritten right after the call (legal: CUDA stages it), and a pinned one */
                 static float pageable[1024];
                 for (int q = 0; q < 1024; q++)
                     pageable[q] = (float)(it * 40 + k + q);
                 /* each copy lands in its own slot and is accumulated into x: every snapshot counts */
                 CUdeviceptr slot = land + (CUdeviceptr)(k / 5) * N * sizeof(float);
-                CK(cuMemcpyHtoDAsync(slot, pageable, sizeof pageable, stream));
+                CK(copy_hd(slot, pageable, sizeof pageable, stream));
                 for (int q = 0; q < 1024; q++)
                     pageable[q] = -1.0f;
                 int nn = N;
@@ -227,11 +247,11 @@ int main(int argc, char **argv)
                     for (int q = 0; q < 64; q++)
                         pinned[q] = (float)q;
                 }
-                CK(cuMemcpyHtoDAsync(buf[2 + (it + 1) % 2], pinned, 64 * sizeof(float), stream));
+                CK(copy_hd(buf[2 + (it + 1) % 2], pinned, 64 * sizeof(float), stream));
             }
-            if (k % 10 == 5 && strcmp(which, "memops") == 0) {
-                CK(cuMemsetD8Async(buf[2 + (it + 1) % 2], (unsigned char)(it & 1), 16, stream));
-                CK(cuMemcpyDtoDAsync(buf[(it + 1) % 2], x, 64, stream));
+            if (k % 10 == 5 && (pt || strcmp(which, "memops") == 0)) {
+                CK(memset8(buf[2 + (it + 1) % 2], (unsigned char)(it & 1), 16, stream));
+                CK(copy_dd(buf[(it + 1) % 2], x, 64, stream));
             }
         }
         if (two || legacyside)
@@ -264,7 +284,9 @@ int main(int argc, char **argv)
         }
         if (strcmp(which, "nosync") != 0) {
             float loss;
-            CK(cuMemcpyDtoHAsync(&loss, s, sizeof loss, stream));
+            if (pt)
+                CK(evrec(pt_ev, stream));
+            CK(copy_dh(&loss, s, sizeof loss, stream));
             CK(cuStreamSynchronize(stream));
             h = fnv(h, &loss, sizeof loss);
         }
