@@ -91,6 +91,7 @@ default | guard)
         same late late
         expect late "$unhooked"
         expect late "s['replay']['launches_deferred'] > 0"
+        expect late "s['replay']['fallbacks']['unhooked_call'] >= 1"
         # ... and the shim's own calls never count as unhooked.
         plain q --no-unhooked
         shim clean ${envs[@]+"${envs[@]}"} -- --no-unhooked

@@ -171,8 +171,28 @@ int main(int argc, char **argv)
         CK(cuEventCreate(&pt_ev, CU_EVENT_DISABLE_TIMING));
     CUevent fork, join;
     int two = strcmp(which, "twostreams") == 0, legacyside = strcmp(which, "legacyside") == 0;
-    if (strcmp(which, "stream") == 0 || two)
+    /* From half-way on, in the middle of the learned loop, one launch on the legacy stream (streamswitch)
+     * or in another context (ctxswitch), into a buffer of its own: the held work must go first, and
+     * the fallback is counted (other_stream, other_context). */
+    int streamswitch = strcmp(which, "streamswitch") == 0, ctxswitch = strcmp(which, "ctxswitch") == 0;
+    if (strcmp(which, "stream") == 0 || two || streamswitch)
         CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CUcontext ctx2 = NULL;
+    CUfunction axpb2 = NULL;
+    CUdeviceptr own = 0;
+    if (ctxswitch) {
+        CUmodule mod2;
+        CK(cuCtxCreate(&ctx2, NULL, 0, dev)); /* current until set back */
+        CK(cuModuleLoadData(&mod2, "fakecuda-module engine"));
+        CK(cuModuleGetFunction(&axpb2, mod2, "axpb"));
+    }
+    if (ctxswitch || streamswitch) {
+        CK(cuMemAlloc(&own, N * sizeof(float)));
+        CK(cuMemsetD32(own, 0, N));
+        CK(cuCtxSynchronize());
+    }
+    if (ctxswitch)
+        CK(cuCtxSetCurrent(ctx));
     if (legacyside) /* a blocking main stream, the legacy stream as the side stream */
         CK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
     if (two || legacyside) {
@@ -211,6 +231,17 @@ int main(int argc, char **argv)
             CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            if ((streamswitch || ctxswitch) && k == 20 && it >= iters / 2) {
+                float oa = 0.5f, ob = (float)it;
+                void *o[] = {&own, &own, &oa, &ob, &len};
+                if (ctxswitch)
+                    CK(cuCtxSetCurrent(ctx2));
+                CK(launch(ctxswitch ? axpb2 : axpb, 1, 1, 1, 32, 1, 1, 0, NULL, o, NULL));
+                if (ctxswitch) {
+                    CK(cuCtxSynchronize());
+                    CK(cuCtxSetCurrent(ctx));
+                }
+            }
             if (strcmp(which, "bigargs") == 0) {
                 bigarg_t ba;
                 memset(&ba, 0, sizeof ba);
@@ -295,6 +326,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++) {
         CK(cuMemcpyDtoH(host, buf[i], sizeof host));
         h = fnv(h, host, sizeof host);
+    }
+    if (own) {
+        if (ctxswitch)
+            CK(cuCtxSetCurrent(ctx2));
+        CK(cuCtxSynchronize());
+        CK(cuMemcpyDtoH(host, own, sizeof host));
+        h = fnv(h, host, sizeof host);
+        if (ctxswitch)
+            CK(cuCtxSetCurrent(ctx));
     }
     printf("case %s iters %d checksum %016llx\n", which, iters, (unsigned long long)h);
     return 0;
