@@ -276,6 +276,7 @@ static void t_host_func(void)
     for (int r = 0; r < ROUNDS; r++) {
         pattern(s1, r);
         CK(cuLaunchHostFunc(s1, host_fn, NULL));
+        CK(step(s1, X, 0.25f)); /* more work before the sync: the call sits inside the round */
         CK(cuStreamSynchronize(s1));
         S.hash = dt_fnv_u64(S.hash, (uint64_t)host_calls);
         observe(r, host_seen, sizeof(host_seen));
@@ -286,23 +287,26 @@ static const char image[] = "fakecuda-module directed";
 
 static void t_module_unload(void)
 {
+    /* A module loaded once, whose kernel every round launches (so the engine learns and holds it); in
+     * the last round it is unloaded right after that launch, with more work before the sync. */
+    CUmodule m2;
+    CUfunction g;
+    CK(cuModuleLoadData(&m2, image));
+    CK(cuModuleGetFunction(&g, m2, "dt_step"));
     for (int r = 0; r < ROUNDS; r++) {
-        CUmodule m2;
-        CUfunction g;
-        CK(cuModuleLoadData(&m2, image));
-        CK(cuModuleGetFunction(&g, m2, "dt_step"));
         pattern(s1, r);
         int n = N;
         float v = -0.125f * (float)r;
         void *args[] = {&Y, &v, &n};
         CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, args, NULL));
         CK(store(s1, P2, Y));
-        CK(cuModuleUnload(m2)); /* with g's launch possibly still deferred */
+        if (r == ROUNDS - 1)
+            CK(cuModuleUnload(m2)); /* with g's launch possibly still deferred */
+        CK(step(s1, X, 0.25f)); /* more work before the sync: the unload sits inside the round */
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
     }
 }
-
 static void t_graph_launch(void)
 {
     /* the application's own graph: Z += Y, then step(Z), then Z to P2 */
@@ -327,6 +331,7 @@ static void t_graph_launch(void)
     for (int r = 0; r < ROUNDS; r++) {
         pattern(s1, r);
         CK(cuGraphLaunch(ge, s1)); /* must run after the pattern's (deferred) kernels */
+        CK(step(s1, X, 0.25f));    /* more work before the sync: the launch sits inside the round */
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
     }
@@ -339,15 +344,21 @@ static void t_stream_capture(void)
     float h[OBS];
     for (int r = 0; r < ROUNDS; r++) {
         pattern(s1, r);
+        CK(step(s1, X, 0.25f));
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
     }
     CUgraph g;
     CUgraphExec ge;
     CUstreamCaptureStatus st;
+    pattern(s1, ROUNDS); /* most of a learned round, held back when the capture begins: it must run, not be
+                          * captured */
     CK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CK(cuStreamIsCapturing(s1, &st));
     S.hash = dt_fnv_u64(S.hash, (uint64_t)st);
+    /* a host node: a call that ends deferral, inside the capture (work still held back would be issued
+     * here, into the application's graph: its node count would show it) */
+    CK(cuLaunchHostFunc(s1, host_fn, NULL));
     pattern(s1, 100); /* captured, not run */
     CK(addto(s1, Z, Y));
     CK(cuStreamEndCapture(s1, &g));
@@ -462,6 +473,58 @@ static void t_other_context(void)
     CK(cuCtxDestroy(ctx_b));
 }
 
+/* Destroying a context (another one here) ends every deferral: the work held back for the engine's
+ * context is issued first, and what it wrote is seen right after the call (fakecuda's destroy waits for
+ * all work, as the shim's flush must have issued it by then). */
+static void t_ctx_destroy(void)
+{
+    CUcontext ctx_a, other;
+    CUdevice dev;
+    CK(cuCtxGetCurrent(&ctx_a));
+    CK(cuCtxGetDevice(&dev));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuCtxCreate(&other, NULL, 0, dev)); /* current until set back */
+        CK(cuCtxSetCurrent(ctx_a));
+        CK(cuCtxDestroy(other)); /* with the round's work possibly still deferred */
+        observe(r, P2, OBS * 4);
+        CK(step(s1, X, 0.25f)); /* more work before the sync: the destroy sits inside the round */
+        CK(cuStreamSynchronize(s1));
+    }
+}
+
+/* A launch the engine never holds back (cooperative) reads what the held kernels wrote: they go first. */
+static void t_coop_launch(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        int n = N;
+        void *args[] = {&Z, &Y, &n};
+        CK(cuLaunchCooperativeKernel(f_addto, 4, 1, 1, 256, 1, 1, 0, s1, args));
+        CK(step(s1, X, 0.25f)); /* more work before the sync: the launch sits inside the round */
+        CK(cuStreamSynchronize(s1));
+        float z[OBS];
+        CK(cuMemcpyDtoH(z, Z, sizeof z));
+        observe(r, z, sizeof z);
+    }
+}
+
+/* Destroying an event whose record is still held back: the record goes first (issued afterwards it
+ * would fail, which only the shim's warning would show). */
+static void t_event_destroy(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        CUevent ev;
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        pattern(s1, r);
+        CK(cuEventRecord(ev, s1));
+        CK(cuEventDestroy(ev));  /* with the record possibly still deferred */
+        CK(step(s1, X, 0.25f)); /* more work before the sync: the destroy sits inside the round */
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+}
+
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -549,6 +612,9 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();
+    else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
+    else if (!strcmp(n, "coop_launch")) t_coop_launch();
+    else if (!strcmp(n, "event_destroy")) t_event_destroy();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;
