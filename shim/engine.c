@@ -53,6 +53,8 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define SAMPLE_LAUNCHES 16
 #define SAMPLE_EVERY 4096
 
+/* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
+enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
 static struct {
     _Alignas(64) pthread_mutex_t lock; /* the struct starts a line (see the hot fields) */
     int ready, disabled;
@@ -77,7 +79,7 @@ static struct {
     uint64_t ops, deferred, match_ns, match_timed, match_lock_ns;
     /* a sampled held-back launch by phase (ns): the record, the context query and lock, the candidates'
      * match, the copy into the pending list, the learner; each less one clock read */
-    uint64_t match_phase_ns[5], match_phased;
+    uint64_t match_phase_ns[TS_COUNT + 1], match_phased;
     /* how many times the pending list was issued (written under the lock, read without it) */
     uint64_t drains;
     int seg_timed; /* the current segment is timed (see its other fields below) */
@@ -141,7 +143,6 @@ atomic_int ag_engine_on;
 /* Clock reads of the sampled launch now in the engine: the lock held (host_ns_per_match_to_lock) and,
  * for one sampled launch in 4 (sample_phased, left out of host_ns_per_match: its four more clock reads
  * would weigh on it), its record made, its candidates matched, its copy made. */
-enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
 static AG_TLS uint64_t sample_ts[TS_COUNT];
 static AG_TLS int sample_phased;
 
@@ -726,9 +727,6 @@ static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64
 /* cuCtxGetCurrent, published once the engine is set up: enter calls it before taking the lock. */
 static _Atomic(ag_drv_cuCtxGetCurrent_t) ctx_query;
 
-/* The engine's context, published once it is set up (another context's call needs no lock: below). */
-static _Atomic(CUcontext) engine_ctx;
-
 /* Checks that the engine may handle a call now: 1 with the engine lock held (leave() releases it), 0
  * without it (the call passes to CUDA). */
 static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t query)
@@ -747,7 +745,6 @@ static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t que
     if (!E.ready) {
         if (init_engine(ctx) != 0)
             return 0;
-        atomic_store_explicit(&engine_ctx, ctx, memory_order_relaxed);
         atomic_store_explicit(&ctx_query, ag_drv.cuCtxGetCurrent, memory_order_release);
         return 1;
     }
@@ -771,8 +768,8 @@ static int enter(void)
     CUresult qr = query ? query(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
     /* Another context's call passes without the lock unless this thread has work held back (which then
      * goes first, in its order). CUDA orders two contexts' work only through a sync or an event, and
-     * those take the locked path. */
-    if (query && qr == CUDA_SUCCESS && ctx != atomic_load_explicit(&engine_ctx, memory_order_relaxed) &&
+     * those take the locked path. E.ctx was set before ctx_query was published, and never changes. */
+    if (query && qr == CUDA_SUCCESS && ctx != E.ctx &&
         tl_holds != __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE) + 1)
         return 0;
     pthread_mutex_lock(&E.lock);
@@ -852,8 +849,11 @@ static inline void prefetch_arrive(void)
 static CUresult kernel_common(kcall_t *c)
 {
     unsigned tick = sample_tick++;
-    uint64_t t0 = (tick & 15) == 0 ? ag_now_ns() : 0;
-    sample_phased = (tick & 63) == 0;
+    uint64_t t0 = 0;
+    if ((tick & 15) == 0) { /* sample_phased is read only where t0 is set */
+        t0 = ag_now_ns();
+        sample_phased = (tick & 63) == 0;
+    }
     prefetch_hot(c);
     /* The record and its signature need no lock: made before it, while the lines asked for arrive (and
      * not while another thread waits for the lock). */
@@ -1348,9 +1348,9 @@ void ag_engine_stats(FILE *f)
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */
-    static const char *const phase_names[] = {"record", "enter", "match", "copy", "learn"};
+    static const char *const phase_names[TS_COUNT + 1] = {"record", "enter", "match", "copy", "learn"};
     fprintf(f, "    \"host_ns_per_match_phases\": {");
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < TS_COUNT + 1; i++)
         fprintf(f, "%s\"%s\": %.1f", i ? ", " : "", phase_names[i],
                 E.match_phased ? (double)E.match_phase_ns[i] / (double)E.match_phased : 0.0);
     fprintf(f, "},\n    \"fallbacks\": {");

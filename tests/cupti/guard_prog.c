@@ -141,14 +141,6 @@ static void profiler_detach(void)
     }
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 int main(int argc, char **argv)
 {
     int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0;
@@ -210,7 +202,7 @@ int main(int argc, char **argv)
         }
         CK(cuStreamSynchronize(NULL));
         CK(cuMemcpyDtoH(host, x, sizeof host));
-        sum = fnv(sum, host, sizeof host);
+        sum = fc_prog_fnv(sum, host, sizeof host);
     }
     if (profiler)
         profiler_detach();

@@ -84,14 +84,6 @@ static void k_big(void **args, const fakecuda_dims_t *d)
         y[i] = y[i] * 0.5f + (float)(b->strides[i % 25][i % 16] % 7) + (float)b->sizes[i % 25];
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "sync";
@@ -294,7 +286,7 @@ int main(int argc, char **argv)
             float a = 1.0f, b = 0.0f;
             void *p[] = {&x, &x, &a, &b, &nn};
             CUresult bad = cuLaunchKernel(axpb, 1, 1, 1, 2048, 1, 1, 0, stream, p, NULL);
-            h = fnv(h, &bad, sizeof bad);
+            h = fc_prog_fnv(h, &bad, sizeof bad);
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
         }
         if (strcmp(which, "extra") == 0) {
@@ -319,20 +311,20 @@ int main(int argc, char **argv)
                 CK(evrec(pt_ev, stream));
             CK(copy_dh(&loss, s, sizeof loss, stream));
             CK(cuStreamSynchronize(stream));
-            h = fnv(h, &loss, sizeof loss);
+            h = fc_prog_fnv(h, &loss, sizeof loss);
         }
     }
     CK(cuCtxSynchronize());
     for (int i = 0; i < 4; i++) {
         CK(cuMemcpyDtoH(host, buf[i], sizeof host));
-        h = fnv(h, host, sizeof host);
+        h = fc_prog_fnv(h, host, sizeof host);
     }
     if (own) {
         if (ctxswitch)
             CK(cuCtxSetCurrent(ctx2));
         CK(cuCtxSynchronize());
         CK(cuMemcpyDtoH(host, own, sizeof host));
-        h = fnv(h, host, sizeof host);
+        h = fc_prog_fnv(h, host, sizeof host);
         if (ctxswitch)
             CK(cuCtxSetCurrent(ctx));
     }

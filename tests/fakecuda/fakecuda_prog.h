@@ -1,5 +1,6 @@
 /* fakecuda_prog.h: TEST HELPERS for the programs that run on fakecuda (engine_prog, match_bench,
- * guard_prog): a driver-call check that exits with the failing call named, and a monotonic clock. */
+ * guard_prog): a driver-call check that exits with the failing call named, a monotonic clock, and the
+ * FNV-1a fold of the bytes a program prints a checksum of. */
 #ifndef FAKECUDA_PROG_H
 #define FAKECUDA_PROG_H
 
@@ -24,6 +25,14 @@ static inline uint64_t fc_prog_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t fc_prog_fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 #endif

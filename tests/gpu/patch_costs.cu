@@ -36,14 +36,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                  \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "gpu_bench.h"
+
 #define CKD(x)                                                                                     \
   do {                                                                                             \
     CUresult r_ = (x);                                                                             \
@@ -149,17 +143,6 @@ template <int CAP, int APPLY> __global__ void k_updater(const __grid_constant__ 
 }
 
 /* ---------------------------------------------------------------- host side */
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static double median(double *v) {
   qsort(v, REPS, sizeof(double), cmp);
