@@ -10,8 +10,14 @@
  *    launch's API callback ties the kernel's record to the engine's operation), from which the engine
  *    judges whether a segment's graph can pay and where its chunk plan's tail stops shrinking.
  * AUTOGRAPH_CUPTI=learn attaches only while the engine learns (ag_cupti_learning): with callbacks enabled
- * a graph launch costs 200-365 us. It opens libcupti only when the engine first needs it (when work
- * repeats): a program that never repeats never pays for CUPTI's set-up. A profiler that subscribes later gets CUPTI: the exported
+ * a graph launch costs 200-365 us. Its set-up is paid before the program's loop: at cuInit, before any
+ * context exists, libcupti is opened and subscribed to once, then unsubscribed ("warm"). CUPTI's first
+ * subscription costs about 4 ms there, and 11-20 ms once contexts and modules exist; after it, until
+ * cuptiFinalize, a subscription costs microseconds, so the first learning window no longer pays it
+ * inside the loop. A warm CUPTI costs each graph launch about 5 us (kernel launches nothing measurable;
+ * tests/gpu/cupti_costs.cu): the first window's detach finalizes it, and so does the program's first
+ * graph launch of its own if no window came first. Later windows subscribe afresh (11-20 ms each).
+ * A profiler that subscribes later gets CUPTI: the exported
  * cuptiSubscribe / cuptiActivityRegisterCallbacks below release ours first.
  * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
  * its own lock; the callbacks never take O.lock, only the activity buffer handler does, briefly). */
@@ -62,8 +68,10 @@ static const char *const search_paths[] = {
 #define CORR_RING 8192
 #define OP_RING 16384
 
-enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED, ST_IDLE };
-static const char *const state_names[] = {"unavailable", "attached", "detached", "released", "refused", "idle"};
+/* ST_WARM: subscribed once at cuInit and unsubscribed, not finalized (see the top of this file). */
+enum { ST_UNAVAILABLE, ST_ATTACHED, ST_DETACHED, ST_RELEASED, ST_REFUSED, ST_IDLE, ST_WARM };
+static const char *const state_names[] = {"unavailable", "attached", "detached", "released", "refused", "idle",
+                                          "warm"};
 
 static struct {
     pthread_mutex_t lock;
@@ -85,6 +93,10 @@ static struct {
     int nwatched;
     unsigned char is_launch[MAX_CBIDS];
     unsigned attaches, detaches, released_to_profiler;
+    int warming;        /* start() subscribes and unsubscribes (at cuInit) instead of attaching */
+    int warmed;         /* it did */
+    unsigned finalizes; /* cuptiFinalize calls: each makes the next subscription pay the set-up again */
+    uint64_t warm_ns;   /* host time of opening libcupti and the subscription at cuInit */
     /* guard */
     atomic_llong launches;
     atomic_llong unhooked;
@@ -297,8 +309,10 @@ static void detach(void)
     if (O.unsubscribe)
         O.unsubscribe(O.sub);
     double unsub = ms_since(&t);
-    if (O.finalize)
+    if (O.finalize) {
         O.finalize();
+        O.finalizes++;
+    }
     double fin = ms_since(&t);
     O.activity = 0;
     ag_log(AG_LOG_DEBUG, "CUPTI detached: callbacks off %.3f ms, activity off and flush %.3f ms, unsubscribe "
@@ -312,9 +326,9 @@ void ag_cupti_learning(int learning)
     pthread_mutex_lock(&O.lock);
     ag_guard++;
     uint64_t t0 = ag_now_ns();
-    if (learning && O.state == ST_IDLE) {
+    if (learning && O.state == ST_IDLE)
         pthread_once(&start_once, start); /* opens libcupti and attaches, or says why not */
-    } else if (learning && O.state == ST_DETACHED) {
+    if (learning && (O.state == ST_DETACHED || O.state == ST_WARM)) {
         CUptiResult r = attach();
         if (r == CUPTI_SUCCESS) {
             O.state = ST_ATTACHED;
@@ -339,7 +353,7 @@ static void release(const char *why)
 {
     pthread_mutex_lock(&O.lock);
     int released = 0;
-    int mine = O.state == ST_ATTACHED || O.state == ST_DETACHED ||
+    int mine = O.state == ST_ATTACHED || O.state == ST_DETACHED || O.state == ST_WARM ||
                (O.state == ST_IDLE && ag_opt(AG_OPT_CUPTI)->num == AG_CUPTI_LEARN);
     if (mine) {
         ag_guard++;
@@ -474,7 +488,7 @@ static void start(void)
     O.state = ST_UNAVAILABLE;
     uint64_t t_open = ag_now_ns();
     O.h = open_cupti();
-    ag_log(AG_LOG_DEBUG, "opening libcupti took %.3f ms", ms_since(&t_open));
+    ag_log(AG_LOG_DEBUG, "opening libcupti took %.3f ms", (double)(ag_now_ns() - t_open) / 1e6);
     if (!O.h) {
         ag_log(AG_LOG_INFO, "libcupti not found: the CUPTI observer is off (set AUTOGRAPH_CUPTI_LIB)");
         goto out;
@@ -490,13 +504,13 @@ static void start(void)
     O.act_next = (act_next_fn)ag_real_dlsym(O.h, "cuptiActivityGetNextRecord");
     cb_name_fn cb_name = (cb_name_fn)ag_real_dlsym(O.h, "cuptiGetCallbackName");
     result_string_fn result_string = (result_string_fn)ag_real_dlsym(O.h, "cuptiGetResultString");
-    if (!O.subscribe || !O.enable || !cb_name) {
+    if (!O.subscribe || !O.enable || !cb_name || (O.warming && !O.unsubscribe)) {
         ag_log(AG_LOG_WARN, "%s lacks cuptiSubscribe/cuptiEnableCallback/cuptiGetCallbackName: the CUPTI "
                             "observer is off", O.library);
         goto out;
     }
     choose_cbids(cb_name);
-    CUptiResult r = attach();
+    CUptiResult r = O.warming ? O.subscribe(&O.sub, on_callback, NULL) : attach();
     if (r != CUPTI_SUCCESS) {
         const char *s = "?";
         if (result_string)
@@ -512,6 +526,14 @@ static void start(void)
         goto out;
     }
     atomic_store(&O.launches, 0);
+    if (O.warming) {
+        O.unsubscribe(O.sub);
+        O.state = ST_WARM;
+        O.warmed = 1;
+        ag_log(AG_LOG_DEBUG, "CUPTI warmed at cuInit (%s, %d callback ids): opened, subscribed and unsubscribed "
+                             "in %.3f ms", O.library, O.nwatched, ms_since(&t_open));
+        goto out;
+    }
     O.state = ST_ATTACHED;
     O.attaches = 1;
     ag_log(AG_LOG_DEBUG, "CUPTI observer attached (%s, %d callback ids)", O.library, O.nwatched);
@@ -521,14 +543,51 @@ out:
 
 int ag_cupti_start(void)
 {
-    /* 'learn' starts when the engine first learns work that repeats (ag_cupti_learning), so with
-     * AUTOGRAPH_SCOPE=off, or in a program that never repeats, it never starts; 'guard' and 'always'
-     * observe from the start, also for coverage checks with the scope off. */
+    /* 'learn' warms CUPTI here (at cuInit, before any context exists) and attaches when the engine
+     * learns work that repeats (ag_cupti_learning); with AUTOGRAPH_SCOPE=off it never starts. 'guard'
+     * and 'always' observe from the start, also for coverage checks with the scope off. */
     long mode = ag_opt(AG_OPT_CUPTI)->num;
-    if (mode == AG_CUPTI_OFF || mode == AG_CUPTI_LEARN)
+    if (mode == AG_CUPTI_OFF)
         return 0;
+    if (mode == AG_CUPTI_LEARN) {
+        if (ag_opt(AG_OPT_SCOPE)->num == AG_SCOPE_OFF)
+            return 0;
+        pthread_mutex_lock(&O.lock);
+        uint64_t t0 = ag_now_ns();
+        if (O.state == ST_IDLE) {
+            O.warming = 1;
+            pthread_once(&start_once, start);
+            O.warming = 0;
+        }
+        O.warm_ns += ag_now_ns() - t0;
+        pthread_mutex_unlock(&O.lock);
+        return 0;
+    }
     pthread_once(&start_once, start);
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
+}
+
+/* The program launches a graph of its own: a warm CUPTI would cost it about 5 us per graph launch
+ * until a learning window's detach, which may never come. Finalized now (about 2 ms, once). */
+void ag_cupti_app_graph(void)
+{
+    if (__atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM)
+        return;
+    pthread_mutex_lock(&O.lock);
+    if (O.state == ST_WARM) {
+        ag_guard++;
+        uint64_t t0 = ag_now_ns();
+        if (O.finalize) {
+            O.finalize();
+            O.finalizes++;
+        }
+        O.state = ST_DETACHED;
+        O.setup_ns += ag_now_ns() - t0;
+        ag_log(AG_LOG_DEBUG, "CUPTI finalized at the program's first graph launch (%.3f ms)",
+               (double)(ag_now_ns() - t0) / 1e6);
+        ag_guard--;
+    }
+    pthread_mutex_unlock(&O.lock);
 }
 
 int ag_cupti_attached(void)
@@ -541,7 +600,7 @@ int ag_cupti_can_guard(void)
     int st = __atomic_load_n(&O.state, __ATOMIC_RELAXED);
     switch (ag_opt(AG_OPT_CUPTI)->num) {
     case AG_CUPTI_LEARN:
-        return st == ST_IDLE || st == ST_ATTACHED || st == ST_DETACHED;
+        return st == ST_IDLE || st == ST_WARM || st == ST_ATTACHED || st == ST_DETACHED;
     case AG_CUPTI_GUARD:
     case AG_CUPTI_ALWAYS:
         return st == ST_ATTACHED;
@@ -614,8 +673,10 @@ void ag_cupti_stats(FILE *f)
         ag_put_json_string(f, O.names[i]);
     }
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
+               "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u,\n"
                "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
-            O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", (double)O.setup_ns / 1e6,
+            O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
+            (double)O.warm_ns / 1e6, O.finalizes, (double)O.setup_ns / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)
         fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);

@@ -1224,6 +1224,8 @@ void ag_engine_barrier(ag_id_t id)
             E.app_captures--;
     }
     pthread_mutex_unlock(&E.lock);
+    if (ag_hook_kinds[id] == AG_KIND_GRAPH)
+        ag_cupti_app_graph();
 }
 
 void ag_engine_capture_failed(ag_id_t id)

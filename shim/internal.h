@@ -176,8 +176,11 @@ void ag_engine_summary(uint64_t *replayed, uint64_t *graphs);
 void ag_engine_stats(FILE *f);
 
 /* ---- cupti/observer.c: the CUPTI launch observer. ---- */
-/* Subscribes if AUTOGRAPH_CUPTI asks for it; called after a successful cuInit. Returns 0 or -errno. */
+/* Subscribes if AUTOGRAPH_CUPTI asks for it ('learn': warms CUPTI, see observer.c); called after a
+ * successful cuInit. Returns 0 or -errno. */
 int ag_cupti_start(void);
+/* The program launches a graph of its own: a CUPTI still warm from cuInit is finalized. */
+void ag_cupti_app_graph(void);
 /* Launches CUPTI saw on API entry; -1 when the observer is not running. */
 long long ag_cupti_launches(void);
 /* AUTOGRAPH_CUPTI=learn: the engine learns (1: callbacks and timings on) or replays graphs (0: off). */

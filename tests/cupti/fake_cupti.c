@@ -20,6 +20,13 @@
  *   The client's buffer callbacks run under the fake's delivery lock: one of them that waits for a
  *   thread inside cuptiActivityFlushAll deadlocks.
  * - cuptiGetTimestamp is CLOCK_MONOTONIC in nanoseconds, the clock fakecuda times its kernels with.
+ * - CUPTI's set-up cost, as a count (no time is spent): the first cuptiSubscribe of a process, and the
+ *   first after each cuptiFinalize, sets CUPTI up; on the H200 that costs 11-20 ms once the process has
+ *   made driver calls (contexts and modules exist: tests/gpu/cupti_costs.cu), about 4 ms before. Such a
+ *   set-up after a traced driver call is counted as "costly". cuptiFinalize ends the subscription,
+ *   hands back the current activity buffer, forgets the activity callbacks and kinds, and undoes the
+ *   set-up. With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line:
+ *   "fake_cupti: subscribes S set-ups U costly C finalizes F".
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -72,6 +79,8 @@ static struct {
     int worker_started;
     CUpti_ActivityKernel10 *pending;
     size_t npending, cap;
+    int set_up; /* subscribed since the start or the last cuptiFinalize */
+    unsigned subscribes, setups, costly, finalizes;
 } fk = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 /* The buffer being filled; only touched under deliver_mu, which orders deliveries from the worker
@@ -104,6 +113,12 @@ CUptiResult EXPORT cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_Call
     if (fk.subscriber) {
         r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     } else {
+        fk.subscribes++;
+        if (!fk.set_up) {
+            fk.set_up = 1;
+            fk.setups++;
+            fk.costly += fk.correlation > 0; /* traced driver calls came first: contexts exist */
+        }
         fk.subscriber = handle_of(++fk.generation);
         fk.callback = callback;
         fk.userdata = userdata;
@@ -415,5 +430,35 @@ void fakecupti_kernel(uint64_t start_ns, uint64_t end_ns, uint32_t correlation)
         pthread_cond_signal(&fk.wake);
     }
 out:
+    pthread_mutex_unlock(&fk.mu);
+}
+
+/* Everything ends: the subscription, the activity callbacks and kinds (the current buffer goes back to
+ * the client first), and the set-up, which the next cuptiSubscribe pays again. */
+CUptiResult EXPORT cuptiFinalize(void)
+{
+    deliver(1);
+    pthread_mutex_lock(&fk.mu);
+    fk.subscriber = 0;
+    fk.callback = NULL;
+    fk.userdata = NULL;
+    memset(fk.enabled, 0, sizeof fk.enabled);
+    fk.requested = NULL;
+    fk.completed = NULL;
+    fk.kernel_on = fk.concurrent_on = 0;
+    fk.set_up = 0;
+    fk.finalizes++;
+    pthread_mutex_unlock(&fk.mu);
+    return CUPTI_SUCCESS;
+}
+
+__attribute__((destructor)) static void report(void)
+{
+    const char *r = getenv("FAKE_CUPTI_REPORT");
+    if (!r || strcmp(r, "1") != 0)
+        return;
+    pthread_mutex_lock(&fk.mu);
+    fprintf(stderr, "fake_cupti: subscribes %u set-ups %u costly %u finalizes %u\n", fk.subscribes, fk.setups,
+            fk.costly, fk.finalizes);
     pthread_mutex_unlock(&fk.mu);
 }

@@ -12,7 +12,10 @@
 #   busy             a profiler holds CUPTI: one warning, state refused, identical output
 #   bogus            AUTOGRAPH_CUPTI=bogus: one warning naming it, the default mode (learn)
 #   scope_off        AUTOGRAPH_SCOPE=off: learn mode opens no CUPTI; guard mode still observes
-#   never_repeats    a loop in which nothing repeats: learn mode never opens CUPTI
+#   never_repeats    a loop in which nothing repeats: learn mode warms CUPTI at cuInit (subscribed and
+#                    unsubscribed before any other driver call) and never attaches
+#   own_graph        the same loop launching a graph of its own every iteration: the warm CUPTI is
+#                    finalized at the first one (it would slow each graph launch), before any window
 #   gpu_bound        kernels that keep the GPU busy far longer than the host takes to issue them: timed
 #                    while learning, the segment stays on plain launches (AUTOGRAPH_GPU_BOUND=0 graphs it)
 # Usage: guard.sh BUILD_DIR CASE
@@ -21,7 +24,7 @@ build=$1 case=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export AUTOGRAPH_CUPTI_LIB=$build/tests/cupti/libfake_cupti.so
+export AUTOGRAPH_CUPTI_LIB=$build/tests/cupti/libfake_cupti.so FAKE_CUPTI_REPORT=1
 unset AUTOGRAPH_CUPTI FAKE_CUPTI_BUSY
 prog=$build/bin/guard_prog
 shim=$build/lib/libautograph.so
@@ -64,6 +67,16 @@ if not ok:
     sys.exit(f"FAILED: {sys.argv[2]}\n  cupti: {json.dumps(c)}\n  replay: {json.dumps(s.get('replay'))}")
 print(f"ok: {sys.argv[2]}")
 PY
+}
+
+# fake NAME WHAT: the stand-in libcupti's count WHAT (subscribes, set-ups, costly, finalizes) at exit
+fake() { awk -v w="$2" '/^fake_cupti: subscribes/ { for (i = 2; i < NF; i++) if ($i == w) { print $(i + 1); exit } }' "$tmp/$1.err"; }
+
+# expect_fake NAME EXPR: EXPR over the stand-in's counts (python names subscribes, setups, costly,
+# finalizes) and the shim's statistics s and c holds
+expect_fake() {
+    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes: %s)(%s, %s, %s, %s)' "$2" \
+        "$(fake "$1" subscribes)" "$(fake "$1" set-ups)" "$(fake "$1" costly)" "$(fake "$1" finalizes)")"
 }
 
 # warnings NAME [PATTERN]: the shim's warning lines (those matching PATTERN)
@@ -137,13 +150,29 @@ learn_detaches)
     expect run "s['replay']['guard_trusted'] is True"
     # Replay was sampled with events around graph launches.
     expect run "s['replay']['replay_sampled']['windows'] >= 1 and 0.0 < s['replay']['replay_sampled']['graph_busy'] <= 1.0"
+    # CUPTI was warmed at cuInit, before any traced driver call: the first window's subscription set
+    # nothing up (on the GPU that is 11-20 ms inside the loop); each detach finalized, so each later
+    # window set CUPTI up again.
+    expect run "c.get('warmed') is True and c.get('finalizes') == c.get('detaches')"
+    expect_fake run "setups == c['attaches'] and costly == c['attaches'] - 1 and finalizes == c['finalizes']"
     ;;
 never_repeats)
     plain p --no-unhooked --never-repeat
     shim run -- --no-unhooked --never-repeat
     same p run
-    expect run "c.get('mode') == 'learn' and c.get('state') == 'idle' and c.get('attaches') == 0"
+    expect run "c.get('mode') == 'learn' and c.get('state') == 'warm' and c.get('attaches') == 0"
+    expect run "c.get('warmed') is True and c.get('finalizes') == 0"
+    expect_fake run "subscribes == 1 and setups == 1 and costly == 0 and finalizes == 0"
     expect run "s['replay']['launches_deferred'] == 0"
+    ;;
+own_graph)
+    plain p --no-unhooked --never-repeat --own-graph
+    shim run -- --no-unhooked --never-repeat --own-graph
+    same p run
+    # Finalized at the first graph launch (iteration 0), before any window: one finalize more than
+    # detaches, and every window (the copy-out at the end of each iteration repeats) set CUPTI up again.
+    expect run "c.get('state') == 'detached' and c.get('finalizes') == c.get('detaches') + 1"
+    expect_fake run "finalizes == c['finalizes'] and costly == c['attaches'] and setups == c['attaches'] + 1"
     ;;
 gpu_bound)
     plain p --no-unhooked --iters 20 --spin-us 200
@@ -163,6 +192,8 @@ scope_off)
     shim run AUTOGRAPH_SCOPE=off -- --no-unhooked
     same p run
     expect run "c.get('mode') == 'learn' and c.get('enabled') is False and c.get('attaches') == 0"
+    expect run "c.get('warmed') is False"
+    if grep -q '^fake_cupti:' "$tmp/run.err"; then echo "FAILED: scope_off: libcupti was opened"; exit 1; fi
     shim watched AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=guard -- --no-unhooked
     same p watched
     expect watched "c.get('state') == 'attached' and c.get('launches', 0) > 0"

@@ -3,6 +3,7 @@
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
+ *                   [--own-graph]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -10,7 +11,8 @@
  *                  library is AUTOGRAPH_CUPTI_LIB, its functions are looked up as a program linked
  *                  against libcupti would bind them (global scope, where a preloaded shim comes first)
  *   --spin-us U    each deferrable kernel also runs U microseconds on the fake GPU: a GPU-bound loop
- *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats */
+ *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats
+ *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -143,7 +145,7 @@ static void profiler_detach(void)
 
 int main(int argc, char **argv)
 {
-    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0;
+    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -157,9 +159,11 @@ int main(int argc, char **argv)
             spin_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--never-repeat") == 0)
             never_repeat = 1;
+        else if (strcmp(argv[i], "--own-graph") == 0)
+            own_graph = 1;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
-                            "[--spin-us U] [--never-repeat]\n");
+                            "[--spin-us U] [--never-repeat] [--own-graph]\n");
             return 2;
         }
     }
@@ -185,6 +189,15 @@ int main(int argc, char **argv)
         host[i] = (uint32_t)i * 7919u;
     CK(cuMemAlloc(&x, sizeof host));
     CK(cuMemcpyHtoD(x, host, sizeof host));
+    CUgraphExec own = NULL;
+    if (own_graph) {
+        CUgraph g;
+        CUgraphNode node;
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddEmptyNode(&node, g, NULL, 0));
+        CK(cuGraphInstantiateWithFlags(&own, g, 0));
+        CK(cuGraphDestroy(g));
+    }
     uint64_t sum = 1469598103934665603ULL;
     for (int it = 0; it < iters; it++) {
         if (profiler && it == iters / 2)
@@ -200,6 +213,8 @@ int main(int argc, char **argv)
             unsigned grid = never_repeat ? (unsigned)(it * (BEFORE + AFTER) + k + 1) : 1u;
             CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
         }
+        if (own)
+            CK(cuGraphLaunch(own, NULL));
         CK(cuStreamSynchronize(NULL));
         CK(cuMemcpyDtoH(host, x, sizeof host));
         sum = fc_prog_fnv(sum, host, sizeof host);

@@ -6,7 +6,8 @@
 #                 ("-" for the defaults); every setting runs interleaved with eager, DIAG_REPS times
 # Prints, per sample: eager and hand-graph loop ms, and per setting the median shim loop ms with the
 # engine's phase timers (AUTOGRAPH_STATS replay.host_ms) of its last run. First, graph_costs.cu: the raw
-# cost of each way to launch the same 25 tiny kernels, then patch_costs.cu: what each way to patch costs.
+# cost of each way to launch the same 25 tiny kernels, then patch_costs.cu: what each way to patch costs, then
+# cupti_costs.cu: what CUPTI's steps and states cost.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
@@ -22,6 +23,10 @@ nvcc -O2 -arch=sm_90 -o /tmp/graph_costs tests/gpu/graph_costs.cu && /tmp/graph_
 nvcc -O2 -arch=sm_90 -rdc=true -o /tmp/patch_costs tests/gpu/patch_costs.cu -lcuda -lcudadevrt &&
     { /tmp/patch_costs >/tmp/patch_costs.txt 2>&1; echo "patch_costs: exit $?, $(grep -c MISMATCH /tmp/patch_costs.txt) MISMATCH lines"
       grep -v MISMATCH /tmp/patch_costs.txt; }
+# What each CUPTI step costs, and what each state CUPTI is left in costs later launches (a fresh process
+# per mode: CUPTI's first-use set-up happens once per process).
+nvcc -O2 -arch=sm_90 -o /tmp/cupti_costs tests/gpu/cupti_costs.cu -lcupti -lcuda &&
+    for m in late late_keep early early_ctx; do /tmp/cupti_costs $m; done
 lib=$PWD/$BUILD/lib/libautograph.so
 T=$(mktemp -d)
 ms() { sed -n 's/^loop_ms: //p' "$1"; }

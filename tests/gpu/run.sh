@@ -83,7 +83,7 @@ PY
 
 # What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound.
 LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LOG=debug "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
-    grep -E "libcupti took|CUPTI (subscribe|attached|watching|detached)" >"$OUT/cupti_costs.txt"
+    grep -E "libcupti took|CUPTI (subscribe|attached|watching|detached|warmed|finalized)" >"$OUT/cupti_costs.txt"
 
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?

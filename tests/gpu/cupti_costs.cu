@@ -1,0 +1,151 @@
+/* cupti_costs: what each CUPTI step costs the host, and what each state CUPTI can be left in costs later
+ * kernel and graph launches. Not a test: tests/gpu/diag.sh runs it, once per mode (a fresh process each,
+ * since CUPTI's first-use set-up happens once per process):
+ *   late       the engine's learn mode today: subscribe after the context has run work, detach with
+ *              cuptiFinalize, subscribe again
+ *   late_keep  the same, but detach by cuptiUnsubscribe alone (no cuptiFinalize), then subscribe again
+ *   early      subscribe and unsubscribe before the first CUDA call, then as late_keep
+ *   early_ctx  subscribe and unsubscribe (nothing enabled, no activity) right after the context is made
+ * Each line: a step and its host ms, or a state and the host us per kernel launch and per graph launch
+ * (medians of 5 batches). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_bench.h"
+
+__global__ void k_tiny(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * 0.999f + 1.0f;
+}
+
+#define N 4096
+#define GK 25
+static float *buf;
+static cudaStream_t st;
+static cudaGraphExec_t gexec;
+static CUpti_SubscriberHandle sub;
+static long long callbacks;
+
+static void CUPTIAPI on_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  (void)u; (void)d; (void)id; (void)data;
+  callbacks++;
+}
+static void CUPTIAPI buf_req(uint8_t **b, size_t *size, size_t *max) {
+  *b = (uint8_t *)aligned_alloc(8, 1 << 20);
+  *size = 1 << 20;
+  *max = 0;
+}
+static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid) {
+  (void)c; (void)s; (void)size; (void)valid;
+  free(b);
+}
+
+#define CU(x)                                                                                      \
+  do {                                                                                             \
+    CUptiResult r_ = (x);                                                                          \
+    if (r_ != CUPTI_SUCCESS) {                                                                     \
+      const char *s_ = "?";                                                                        \
+      cuptiGetResultString(r_, &s_);                                                               \
+      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_);                                      \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static double t0;
+static void step(const char *what) {
+  double t = now_ms();
+  printf("  step %-44s %8.3f ms\n", what, t - t0);
+  t0 = now_ms();
+}
+static void mark(void) { t0 = now_ms(); }
+
+static void setup(void) {
+  CK(cudaMalloc(&buf, 4 * N * sizeof(float)));
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaGraph_t g;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+  for (int k = 0; k < GK; k++) k_tiny<<<N / 256, 256, 0, st>>>(buf + (k % 4) * N, N);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&gexec, g, 0));
+  CK(cudaStreamSynchronize(st));
+}
+
+/* host us per kernel launch and per graph launch, medians of 5 batches */
+static void state(const char *what) {
+  double kl[5], gl[5];
+  for (int b = 0; b < 5; b++) {
+    double t = now_ms();
+    for (int i = 0; i < 2000; i++) k_tiny<<<N / 256, 256, 0, st>>>(buf, N);
+    kl[b] = (now_ms() - t) * 1e3 / 2000;
+    CK(cudaStreamSynchronize(st));
+    t = now_ms();
+    for (int i = 0; i < 200; i++) CK(cudaGraphLaunch(gexec, st));
+    gl[b] = (now_ms() - t) * 1e3 / 200;
+    CK(cudaStreamSynchronize(st));
+  }
+  qsort(kl, 5, sizeof *kl, cmp);
+  qsort(gl, 5, sizeof *gl, cmp);
+  printf("  state %-43s kernel %6.2f us, graph %6.2f us\n", what, kl[2], gl[2]);
+}
+
+static void subscribe(const char *what) {
+  mark();
+  CU(cuptiSubscribe(&sub, on_cb, NULL));
+  step(what);
+}
+
+/* the learn window: callbacks on the driver domain and kernel activity, as the observer enables them */
+static void window(int finalize) {
+  mark();
+  CU(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+  CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
+  CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  step("enable callbacks and kernel activity");
+  state("attached (callbacks, activity)");
+  mark();
+  CU(cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+  CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CU(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  step("disable and flush");
+  CU(cuptiUnsubscribe(sub));
+  step("unsubscribe");
+  if (finalize) {
+    CU(cuptiFinalize());
+    step("finalize");
+  }
+  state(finalize ? "after unsubscribe and finalize" : "after unsubscribe, no finalize");
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "late";
+  printf("cupti_costs %s\n", mode);
+  int early = strcmp(mode, "early") == 0, keep = strcmp(mode, "late") != 0;
+  if (early) {
+    subscribe("subscribe before any CUDA call");
+    CU(cuptiUnsubscribe(sub));
+    step("unsubscribe");
+  }
+  mark();
+  setup();
+  step("context, buffers, graph");
+  state(early ? "before the window (subscribed once before)" : "plain");
+  if (strcmp(mode, "early_ctx") == 0) {
+    subscribe("subscribe right after the context (idle)");
+    state("subscribed, nothing enabled");
+    CU(cuptiUnsubscribe(sub));
+    step("unsubscribe");
+    state("after the idle subscription");
+  }
+  subscribe("subscribe (first window)");
+  window(!keep);
+  subscribe("subscribe (second window)");
+  window(!keep);
+  subscribe("subscribe (third window)");
+  window(1);
+  printf("  callbacks seen: %lld\n", callbacks);
+  return 0;
+}
