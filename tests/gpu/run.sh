@@ -81,9 +81,43 @@ else:
 PY
 )
 
-# What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound.
-LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LOG=debug "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
-    grep -E "libcupti took|CUPTI (subscribe|attached|watching|detached|warmed|finalized)" >"$OUT/cupti_costs.txt"
+# What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound, and
+# its chunk plan (graph launches per iteration, segments timed with the GPU behind the host).
+LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LOG=debug AUTOGRAPH_STATS=$T/lb.json "$BUILD/bin/launch_bound" \
+    2>&1 >/dev/null | grep -E "libcupti took|CUPTI (subscribe|attached|watching|detached|warmed|finalized)" \
+    >"$OUT/cupti_costs.txt"
+lb_line=$(python3 - "$T/lb.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); r = s["replay"]; c = s["cupti"]
+iters = 600  # launch_bound's default iteration count (200 kernels each)
+print(f"{r['graph_launches'] / iters:.2f} graph launches per iteration, {r['nodes_patched'] / iters:.1f} nodes patched; "
+      f"segments timed {r['segments_timed']}, GPU behind {r.get('segments_gpu_behind', '-')}; CUPTI warm at cuInit "
+      f"{c.get('warm_ms', '-')} ms, set-up in the loop {c.get('setup_ms', '-')} ms")
+PY
+)
+
+# never_repeat (nothing can be replayed; the issue's bound is 3% slower at most): 9 interleaved runs each
+# of plain, pass-through (AUTOGRAPH_SCOPE=off) and the default, medians of the loop time.
+: >"$T/nr_plain"; : >"$T/nr_off"; : >"$T/nr_shim"
+for i in 1 2 3 4 5 6 7 8 9; do
+    "$BUILD/bin/never_repeat" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/nr_plain"
+    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_SCOPE=off "$BUILD/bin/never_repeat" 2>&1 >/dev/null |
+        sed -n 's/^loop_ms: //p' >>"$T/nr_off"
+    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/never_repeat" 2>&1 >/dev/null |
+        sed -n 's/^loop_ms: //p' >>"$T/nr_shim"
+done
+nr_line=$(python3 - "$T" <<'PY'
+import statistics, sys
+d = sys.argv[1]
+v = {k: [float(x) for x in open(f"{d}/nr_{k}")] for k in ("plain", "off", "shim")}
+if all(v.values()):
+    p, o, s = (statistics.median(v[k]) for k in ("plain", "off", "shim"))
+    print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({o / p:.3f}x) | default {s:.1f} ms ({s / p:.3f}x); "
+          f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f}")
+else:
+    print("no loop_ms")
+PY
+)
 
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
@@ -97,6 +131,8 @@ echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
 echo "launch_bound --graph (its own graphs): $own_line"
+echo "never_repeat, medians of 9: $nr_line"
+echo "launch_bound's plan: $lb_line"
 echo "CUPTI window costs (launch_bound, AUTOGRAPH_LOG=debug):"
 sed 's/^autograph: debug: /  /' "$OUT/cupti_costs.txt"
 echo "autograph demo (rc $demo_rc):"
