@@ -16,7 +16,7 @@
  * cuptiFinalize, a subscription costs microseconds, so the first learning window no longer pays it
  * inside the loop. A warm CUPTI costs each graph launch about 5 us (kernel launches nothing measurable;
  * tests/gpu/cupti_costs.cu): the first window's detach finalizes it, and so does the program's first
- * graph launch of its own if no window came first. Later windows subscribe afresh (11-20 ms each).
+ * graph capture or graph launch of its own if no window came first. Later windows subscribe afresh (11-20 ms each).
  * A profiler that subscribes later gets CUPTI: the exported
  * cuptiSubscribe / cuptiActivityRegisterCallbacks below release ours first.
  * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
@@ -567,8 +567,9 @@ int ag_cupti_start(void)
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
 }
 
-/* The program launches a graph of its own: a warm CUPTI would cost it about 5 us per graph launch
- * until a learning window's detach, which may never come. Finalized now (about 2 ms, once). */
+/* The program captures or launches a graph of its own: a warm CUPTI would cost it about 5 us per graph
+ * launch until a learning window's detach, which may never come. Finalized now (about 2 ms, once; a
+ * program that captures its graphs before its loop pays it there). */
 void ag_cupti_app_graph(void)
 {
     if (__atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM)
@@ -583,7 +584,7 @@ void ag_cupti_app_graph(void)
         }
         O.state = ST_DETACHED;
         O.setup_ns += ag_now_ns() - t0;
-        ag_log(AG_LOG_DEBUG, "CUPTI finalized at the program's first graph launch (%.3f ms)",
+        ag_log(AG_LOG_DEBUG, "CUPTI finalized at the program's first graph capture or launch (%.3f ms)",
                (double)(ag_now_ns() - t0) / 1e6);
         ag_guard--;
     }

@@ -179,7 +179,7 @@ void ag_engine_stats(FILE *f);
 /* Subscribes if AUTOGRAPH_CUPTI asks for it ('learn': warms CUPTI, see observer.c); called after a
  * successful cuInit. Returns 0 or -errno. */
 int ag_cupti_start(void);
-/* The program launches a graph of its own: a CUPTI still warm from cuInit is finalized. */
+/* The program captures or launches a graph of its own: a CUPTI still warm from cuInit is finalized. */
 void ag_cupti_app_graph(void);
 /* Launches CUPTI saw on API entry; -1 when the observer is not running. */
 long long ag_cupti_launches(void);

@@ -15,7 +15,8 @@
 #   never_repeats    a loop in which nothing repeats: learn mode warms CUPTI at cuInit (subscribed and
 #                    unsubscribed before any other driver call) and never attaches
 #   own_graph        the same loop launching a graph of its own every iteration: the warm CUPTI is
-#                    finalized at the first one (it would slow each graph launch), before any window
+#                    finalized at the first one (it would slow each graph launch), before any window;
+#                    and a graph captured before the loop, never launched: finalized at the capture
 #   gpu_bound        kernels that keep the GPU busy far longer than the host takes to issue them: timed
 #                    while learning, the segment stays on plain launches (AUTOGRAPH_GPU_BOUND=0 graphs it)
 # Usage: guard.sh BUILD_DIR CASE
@@ -173,6 +174,12 @@ own_graph)
     # detaches, and every window (the copy-out at the end of each iteration repeats) set CUPTI up again.
     expect run "c.get('state') == 'detached' and c.get('finalizes') == c.get('detaches') + 1"
     expect_fake run "finalizes == c['finalizes'] and costly == c['attaches'] and setups == c['attaches'] + 1"
+    # A graph captured before the loop and never launched: finalized at the capture, outside the loop.
+    plain pc --no-unhooked --never-repeat --own-capture
+    shim cap -- --no-unhooked --never-repeat --own-capture
+    same pc cap
+    expect cap "c.get('finalizes') == c.get('detaches') + 1 and c.get('warmed') is True"
+    expect_fake cap "finalizes == c['finalizes'] and costly == c['attaches']"
     ;;
 gpu_bound)
     plain p --no-unhooked --iters 20 --spin-us 200

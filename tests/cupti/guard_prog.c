@@ -3,7 +3,7 @@
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
- *                   [--own-graph]
+ *                   [--own-graph | --own-capture]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -12,7 +12,8 @@
  *                  against libcupti would bind them (global scope, where a preloaded shim comes first)
  *   --spin-us U    each deferrable kernel also runs U microseconds on the fake GPU: a GPU-bound loop
  *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats
- *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration */
+ *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration
+ *   --own-capture  before its loop the program captures a graph of its own (never launched) */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -145,7 +146,7 @@ static void profiler_detach(void)
 
 int main(int argc, char **argv)
 {
-    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0;
+    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -161,9 +162,11 @@ int main(int argc, char **argv)
             never_repeat = 1;
         else if (strcmp(argv[i], "--own-graph") == 0)
             own_graph = 1;
+        else if (strcmp(argv[i], "--own-capture") == 0)
+            own_capture = 1;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
-                            "[--spin-us U] [--never-repeat] [--own-graph]\n");
+                            "[--spin-us U] [--never-repeat] [--own-graph | --own-capture]\n");
             return 2;
         }
     }
@@ -197,6 +200,18 @@ int main(int argc, char **argv)
         CK(cuGraphAddEmptyNode(&node, g, NULL, 0));
         CK(cuGraphInstantiateWithFlags(&own, g, 0));
         CK(cuGraphDestroy(g));
+    }
+    if (own_capture) {
+        CUstream cs;
+        CUgraph g;
+        CUgraphExec e;
+        CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CK(cuStreamEndCapture(cs, &g));
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
+        CK(cuStreamDestroy(cs));
     }
     uint64_t sum = 1469598103934665603ULL;
     for (int it = 0; it < iters; it++) {

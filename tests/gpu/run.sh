@@ -97,23 +97,28 @@ PY
 )
 
 # never_repeat (nothing can be replayed; the issue's bound is 3% slower at most): 9 interleaved runs each
-# of plain, pass-through (AUTOGRAPH_SCOPE=off) and the default, medians of the loop time.
+# of plain, pass-through (AUTOGRAPH_SCOPE=off) and the default, medians of the loop time; and from the
+# statistics the engine's own time per launch against the driver's (less noisy than the loop times).
 : >"$T/nr_plain"; : >"$T/nr_off"; : >"$T/nr_shim"
 for i in 1 2 3 4 5 6 7 8 9; do
     "$BUILD/bin/never_repeat" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/nr_plain"
     LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_SCOPE=off "$BUILD/bin/never_repeat" 2>&1 >/dev/null |
         sed -n 's/^loop_ms: //p' >>"$T/nr_off"
-    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/never_repeat" 2>&1 >/dev/null |
-        sed -n 's/^loop_ms: //p' >>"$T/nr_shim"
+    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/nr$i.json "$BUILD/bin/never_repeat" 2>&1 \
+        >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/nr_shim"
 done
 nr_line=$(python3 - "$T" <<'PY'
-import statistics, sys
+import json, statistics, sys
 d = sys.argv[1]
 v = {k: [float(x) for x in open(f"{d}/nr_{k}")] for k in ("plain", "off", "shim")}
 if all(v.values()):
     p, o, s = (statistics.median(v[k]) for k in ("plain", "off", "shim"))
+    r = [json.load(open(f"{d}/nr{i}.json"))["replay"] for i in range(1, 10)]
+    own = statistics.median(x["host_ns_engine_per_eager_launch"] for x in r)
+    drv = statistics.median(x["host_ns_per_eager_launch"] for x in r)
     print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({o / p:.3f}x) | default {s:.1f} ms ({s / p:.3f}x); "
-          f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f}")
+          f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f} | engine {own:.0f} ns per launch against "
+          f"the driver's {drv:.0f} ns ({100 * own / drv:.1f}%)")
 else:
     print("no loop_ms")
 PY
