@@ -223,8 +223,11 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
     l->chunk_max = chunk_max ? chunk_max : 1;
     l->chunk_first = chunk_first;
     l->warmup = warmup ? warmup : 1;
-    l->table.nbuckets = 1024;
     l->table.max_count = max_variants ? max_variants : 1;
+    /* about one variant per bucket when the table is full: the learner walks a chain at every chunk
+     * boundary, and in a program that never repeats the table stays full */
+    for (l->table.nbuckets = 1024; l->table.nbuckets < l->table.max_count; l->table.nbuckets *= 2)
+        ;
     l->table.release = release;
     l->table.release_ctx = release_ctx;
     l->table.buckets = calloc(l->table.nbuckets, sizeof *l->table.buckets);
