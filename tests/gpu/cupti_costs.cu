@@ -44,16 +44,7 @@ static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, 
   free(b);
 }
 
-#define CU(x)                                                                                      \
-  do {                                                                                             \
-    CUptiResult r_ = (x);                                                                          \
-    if (r_ != CUPTI_SUCCESS) {                                                                     \
-      const char *s_ = "?";                                                                        \
-      cuptiGetResultString(r_, &s_);                                                               \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_);                                      \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CU(x) CK_NAMED(CUptiResult, CUPTI_SUCCESS, cuptiGetResultString, x)
 
 static double t0;
 static void step(const char *what) {

@@ -38,16 +38,7 @@
 
 #include "gpu_bench.h"
 
-#define CKD(x)                                                                                     \
-  do {                                                                                             \
-    CUresult r_ = (x);                                                                             \
-    if (r_ != CUDA_SUCCESS) {                                                                      \
-      const char *s_ = "?";                                                                        \
-      cuGetErrorName(r_, &s_);                                                                     \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_);                                      \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CKD(x) CK_NAMED(CUresult, CUDA_SUCCESS, cuGetErrorName, x)
 
 #define MAXN 128      /* nodes per graph at most (a power of two: kernels mask the node index) */
 #define NBUF 4        /* buffers the pointer argument moves between */
