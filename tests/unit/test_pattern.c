@@ -429,5 +429,38 @@ int main(void)
     printf("backoff: %ld fallbacks in 150 failing iterations\n", s.fallbacks - fb0);
     CHECK(s.fallbacks - fb0 <= 3);
     ag_learner_destroy(&s.l);
+
+    /* The backoff is exponential: a one-chunk segment (6 operations, then a sync) that fails each time it
+     * is deferred. An iteration that fails (new work from its 4th operation on) comes whenever the
+     * learner would defer the next one. The first failure is forgiven; from the second on the sightings
+     * are forgotten and the warm-up (2) doubles with each further failure: 4, 8, 16 sightings. After a
+     * failing iteration the next one starts at a new point (its seed holds the failed content), so each
+     * run of good iterations has one more than the sightings needed: 1, 5, 9, 17 (the first run, 4, is
+     * the warm-up + 2 pinned above: the chunk that ends at the sync is learned again once the segment's
+     * length is known). */
+    sim_init(&s, 64);
+    int runs[8], nruns = 0, good = 0;
+    for (int it = 0; it < 400 && nruns < 5; it++) {
+        if (s.ncand) {
+            long fb = s.fallbacks;
+            for (int i = 0; i < 6; i++)
+                sim_op(&s, i < 3 ? K(i, 0) : ag_mix(7000 + (uint64_t)it, (uint64_t)i));
+            sim_op(&s, BARRIER);
+            CHECK(s.fallbacks == fb + 1);
+            runs[nruns++] = good;
+            good = 0;
+        } else {
+            iteration(&s, 6, 0, 1);
+            good++;
+        }
+    }
+    const int want_runs[] = {4, 1, 5, 9, 17};
+    CHECK(nruns == 5);
+    for (int i = 0; i < nruns; i++) {
+        printf("%d%s", runs[i], i + 1 < nruns ? " " : " good iterations between failures\n");
+        CHECK(runs[i] == want_runs[i]);
+    }
+    CHECK(s.replayed == 0);
+    ag_learner_destroy(&s.l);
     return CHECK_DONE();
 }
