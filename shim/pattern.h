@@ -68,6 +68,8 @@ typedef struct {
     uint32_t period;      /* locked period (0: none) */
     uint32_t period_pos;  /* operations since the last virtual barrier */
     uint32_t since_check; /* operations since the last period check */
+    uint32_t check_every; /* operations between period searches while none is locked: doubles after each
+                           * search that finds none (a loop that never repeats pays less and less) */
     uint32_t watch_run;   /* the CUPTI guard's current watch run (see gkeys), 0 while not watching */
     uint64_t chunk_start; /* key at the chunk's start */
     uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
@@ -106,6 +108,7 @@ typedef struct {
     ag_seglen_t seglens[256];
     uint64_t segments_timed, segments_gpu_bound;
     uint64_t segments_gpu_behind; /* timed with the GPU at least 4x slower than the host's own time (lead) */
+    uint64_t period_searches;     /* searches of the window for a period (each reads all of it) */
 } ag_learner_t;
 
 /* Mixes a value into a hash (also used to build operation signatures). */

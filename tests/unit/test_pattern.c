@@ -281,6 +281,24 @@ int main(void)
     for (int i = 0; i < s.nlens; i++)
         CHECK(s.lens[i] == 16);
 
+    /* A stream that never syncs and never repeats is searched for a period less and less often (a search
+     * reads the whole window): every 256 operations at first, then twice as far apart each time, up to
+     * 2048; 100000 operations take about 50 searches (390 at a fixed 256). A loop that starts afterwards
+     * is still found once the window holds nothing else, and replayed. */
+    sim_init(&s, 64);
+    for (int i = 0; i < 100000; i++)
+        sim_op(&s, ag_mix(99, (uint64_t)i));
+    printf("never repeats, never syncs: %llu period searches in 100000 operations\n",
+           (unsigned long long)s.l.period_searches);
+    CHECK(s.l.period_searches >= 45 && s.l.period_searches <= 60);
+    CHECK(s.replayed == 0);
+    for (int i = 0; i < 20000; i++)
+        sim_op(&s, K(i % 50, 0));
+    CHECK(s.l.period % 50 == 0);
+    printf("then a loop: %ld of 20000 operations replayed\n", s.replayed);
+    CHECK(s.replayed > 10000);
+    ag_learner_destroy(&s.l);
+
     /* AUTOGRAPH_WARMUP: a chunk is deferred only once it was seen that many times identically. The
      * first iteration is cut before the segment's length is known, so its chunks are not the planned
      * ones: the first replay comes in iteration warmup + 2. */
