@@ -16,9 +16,9 @@
  * cuptiFinalize, a subscription costs microseconds, so the first learning window no longer pays it
  * inside the loop. A warm CUPTI costs each graph launch about 5 us (kernel launches nothing measurable;
  * tests/gpu/cupti_costs.cu): the first window's detach finalizes it, and so does the program's first
- * graph capture or graph launch of its own if no window came first. Later windows subscribe afresh (11-20 ms each).
- * A profiler that subscribes later gets CUPTI: the exported
- * cuptiSubscribe / cuptiActivityRegisterCallbacks below release ours first.
+ * graph capture or graph launch of its own if no window came first. Later windows subscribe afresh
+ * (11-20 ms each). A profiler that subscribes later gets CUPTI: the exported cuptiSubscribe /
+ * cuptiActivityRegisterCallbacks below release ours first.
  * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
  * its own lock; the callbacks never take O.lock, only the activity buffer handler does, briefly). */
 #define _GNU_SOURCE

@@ -157,11 +157,12 @@ static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
  * where one more graph launch would cost about what it saves: at TAIL_GPU_NS of GPU work left when the
  * segment's kernels were timed (one graph launch costs the host 3-8 us on the H200), else at TAIL_MIN
  * operations.
- * A timed segment whose operations take the GPU at least twice as long as they take the host once
+ * A timed segment whose operations take the GPU at least four times as long as they take the host once
  * replayed (the host's own time per operation, the driver's calls left out) has the GPU behind the host
  * all along: the chunk after n issued operations may hold lead * n of them (lead: that ratio halved, at
- * most LEAD_MAX) and still reach the GPU before it runs dry, and the tail need not shrink, since the
- * GPU still has work queued when the host reaches the barrier. Every chunk costs a graph launch and a
+ * most LEAD_MAX; halved, so that the chunk reaches the GPU with time to spare) and still reach the GPU
+ * before it runs dry, and the tail need not shrink, since the GPU still has work queued when the host
+ * reaches the barrier. Every chunk costs a graph launch and a
  * gap on the GPU (graph_costs.cu: 1-1.5 us): fewer chunks, less time. */
 #define TAIL_MIN 8
 #define TAIL_MIN_TIMED_MAX 32
@@ -191,7 +192,7 @@ static uint32_t plan(ag_learner_t *l)
     uint32_t lead = known ? gpu_lead(s) : 1;
     if (l->seg_real && l->chunk_first) {
         uint64_t grown = (uint64_t)l->seg_pos * lead;
-        uint32_t ramp = grown > l->chunk_first ? (grown > UINT32_MAX ? UINT32_MAX : (uint32_t)grown) : l->chunk_first;
+        uint32_t ramp = grown <= l->chunk_first ? l->chunk_first : grown > UINT32_MAX ? UINT32_MAX : (uint32_t)grown;
         if (ramp < c)
             c = ramp;
     }
