@@ -845,8 +845,9 @@ static inline void prefetch_hot(const kcall_t *c)
     ag_layout_prefetch(c->f);
 }
 
-/* Under the lock: the lines a held-back launch goes on to, found through the hot fields. */
-static inline void prefetch_arrive(void)
+/* Under the lock: the lines a held-back launch goes on to, found through the hot fields, and the
+ * arena lines its argument block (args bytes) will be written to. */
+static inline void prefetch_arrive(uint32_t args)
 {
     uint32_t pos = E.learner.chunk_pos;
     for (int i = 0; i < E.nmatch; i++)
@@ -854,8 +855,9 @@ static inline void prefetch_arrive(void)
             __builtin_prefetch(&E.msigs[i][pos]);
     if (E.npending < E.cap_pending)
         __builtin_prefetch(&E.pending[E.npending], 1);
-    /* the start of this launch's arguments: most blocks are a few lines long (longer ones stream) */
-    for (size_t off = E.arena_used; off < E.arena_cap && off < E.arena_used + 256; off += 64)
+    /* this launch's arguments, for writing (up to 4 KB: AdamW's multi-tensor blocks) */
+    size_t end = E.arena_used + (args < 4096 ? args : 4096);
+    for (size_t off = E.arena_used & ~(size_t)63; off < E.arena_cap && off < end; off += 64)
         __builtin_prefetch(E.arena + off, 1);
     __builtin_prefetch(&E.learner.chunk_sigs[pos], 1);
     __builtin_prefetch(&E.learner.ring[E.learner.ring_total % AG_PERIOD_WINDOW], 1);
@@ -910,10 +912,10 @@ static CUresult kernel_common(kcall_t *c)
         return eager_kernel(c);
     if (t0)
         sample_ts[TS_LOCKED] = ag_now_ns();
-    if (E.nmatch)
-        prefetch_arrive();
     o.layout = ag_layout_of(c->f);
     ok = ok && o.layout && !o.layout->no_defer;
+    if (E.nmatch && ok)
+        prefetch_arrive(o.layout->total);
     CUresult r;
     if (!ok) {
         barrier(0xdefe4ULL, FB_UNDEFERRABLE);
