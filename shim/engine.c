@@ -562,7 +562,7 @@ static int tainted(uint64_t sig)
 
 /* *sig_out: the operation's signature; for a kernel, computed by the caller before the lock and given
  * on entry. */
-static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out,
+AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out,
                      uint64_t *op_out)
 {
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
@@ -710,7 +710,7 @@ static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint6
 
 /* Issues an operation that was not held back, outside the lock. One that fails is never held back
  * later: CUDA reports such errors at the call. */
-static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel, uint64_t op)
+AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel, uint64_t op)
 {
     static AG_TLS unsigned tick;
     int timed = kernel && (tick++ & 15) == 0;
@@ -744,7 +744,7 @@ static _Atomic(ag_drv_cuCtxGetCurrent_t) ctx_query;
 
 /* Checks that the engine may handle a call now: 1 with the engine lock held (leave() releases it), 0
  * without it (the call passes to CUDA). */
-static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t query)
+AG_HOT static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t query)
 {
     if (E.disabled || E.app_captures > 0 || !atomic_load_explicit(&ag_engine_on, memory_order_relaxed))
         return 0;
@@ -773,7 +773,7 @@ static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t que
     return 1;
 }
 
-static int enter(void)
+AG_HOT static int enter(void)
 {
     /* The driver's lines are as cold as ours: asked before the lock, the current context costs misses
      * that overlap the lock's and prefetch_hot's instead of following them. Only this thread can change
@@ -794,7 +794,7 @@ static int enter(void)
     return 0;
 }
 
-static void leave(void)
+AG_HOT static void leave(void)
 {
     pthread_mutex_unlock(&E.lock);
 }
@@ -863,7 +863,7 @@ static inline void prefetch_arrive(uint32_t args)
     __builtin_prefetch(&E.learner.ring[E.learner.ring_total % AG_PERIOD_WINDOW], 1);
 }
 
-static CUresult kernel_common(kcall_t *c)
+AG_HOT static CUresult kernel_common(kcall_t *c)
 {
     unsigned tick = sample_tick++;
     uint64_t t0 = 0;
@@ -939,14 +939,14 @@ static CUresult kernel_common(kcall_t *c)
     return r;
 }
 
-CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+AG_HOT CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
 {
     kcall_t c = {id, f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL};
     return kernel_common(&c);
 }
 
-CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
+AG_HOT CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
 {
     if (!cfg)
         return ((ag_fn_cuLaunchKernelEx_t)ag_real[id])(cfg, f, params, extra);

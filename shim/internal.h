@@ -33,6 +33,10 @@
 
 #define AG_EXPORT __attribute__((visibility("default")))
 #define AG_LIKELY(x) __builtin_expect(!!(x), 1)
+/* The launch path (pattern.h says why) */
+#ifndef AG_HOT
+#define AG_HOT __attribute__((hot))
+#endif
 #define AG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AG_TLS __thread __attribute__((tls_model("initial-exec")))
 /* For code that runs when a sanitizer runtime preloaded before us calls dlsym during its own start-up,

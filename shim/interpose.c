@@ -46,7 +46,7 @@
  * takes the hook id and then the call's own arguments. */
 #define AG_UNPAREN(...) __VA_ARGS__
 #define AG_DEFERRABLE(name, params, args)                                                             \
-    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    AG_EXPORT AG_HOT CUresult CUDAAPI name params                                                     \
     {                                                                                                 \
         ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
         if (!real_)                                                                                   \

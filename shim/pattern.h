@@ -111,8 +111,14 @@ typedef struct {
     uint64_t period_searches;     /* searches of the window for a period (each reads all of it) */
 } ag_learner_t;
 
+/* The launch path's functions: placed together (.text.hot), so that the few lines of code a launch runs
+ * through, cold again after an interpreter ran between launches, sit on few pages. */
+#ifndef AG_HOT
+#define AG_HOT __attribute__((hot))
+#endif
+
 /* Mixes a value into a hash (also used to build operation signatures). */
-uint64_t ag_mix(uint64_t h, uint64_t v);
+AG_HOT uint64_t ag_mix(uint64_t h, uint64_t v);
 
 int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, uint32_t warmup, size_t max_variants,
                     ag_variant_release_fn release, void *release_ctx);
@@ -121,7 +127,7 @@ void ag_learner_destroy(ag_learner_t *l);
 /* Appends one operation. Returns 1 when the chunk plan closes the chunk after it (the caller then
  * calls ag_learner_close), 2 when a virtual barrier falls after it (call ag_learner_barrier with
  * virtual_=1), 0 otherwise. */
-int ag_learner_push(ag_learner_t *l, uint64_t sig);
+AG_HOT int ag_learner_push(ag_learner_t *l, uint64_t sig);
 
 /* Closes the current chunk at its planned size and starts the next. Returns the variant that now
  * describes the closed chunk (learned or re-seen), or NULL (out of memory). */

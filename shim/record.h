@@ -146,7 +146,7 @@ static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, cons
 
 /* kernelParams pointing into an argument block laid out by `lay` (scratch, valid until the next call). */
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
-uint64_t ag_op_sig(const ag_op_t *o);
+AG_HOT uint64_t ag_op_sig(const ag_op_t *o);
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);
 /* Issues a record on `stream` as the application made it (kernel arguments from `arena`). */
