@@ -125,9 +125,8 @@ static struct {
      * it was deferred */
     uint64_t seg_op0, seg_t0;
     uint32_t seg_kernels;
-    atomic_ullong seg_issue_ns; /* host time of its operations' driver calls (measured outside the lock) */
     struct {
-        uint64_t seed, op0, op1, host_ns, issue_ns;
+        uint64_t seed, op0, op1, host_ns;
         uint32_t kernels;
     } treq[MAX_TIMING_REQS];
     int ntreq;
@@ -169,7 +168,7 @@ static void resolve_timings(void)
         uint64_t gpu_ns;
         if (ag_cupti_gpu_ns(E.treq[i].op0, E.treq[i].op1, E.treq[i].kernels, &gpu_ns))
             ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
-                              E.treq[i].host_ns, E.treq[i].issue_ns);
+                              E.treq[i].host_ns);
     }
     E.ntreq = 0;
 }
@@ -191,8 +190,7 @@ static void segment_begin(void)
     E.seg_op0 = E.ops;
     E.seg_t0 = 0;
     E.seg_kernels = 0;
-    atomic_store_explicit(&E.seg_issue_ns, 0, memory_order_relaxed);
-    __atomic_store_n(&E.seg_timed, ag_cupti_attached(), __ATOMIC_RELAXED);
+    E.seg_timed = ag_cupti_attached();
 }
 
 /* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
@@ -209,7 +207,7 @@ static void cupti_learning(int on)
         E.guarded_seen = E.window_from = E.learner.guarded_total; /* earlier ones are not this window's */
         segment_begin(); /* the segment is timed from here on (the part before was not watched) */
     } else {
-        __atomic_store_n(&E.seg_timed, 0, __ATOMIC_RELAXED);
+        E.seg_timed = 0;
         resolve_timings(); /* detaching delivered every record CUPTI had */
         E.detached_t = ag_now_ns();
         /* a window that made work deferrable and caught nothing: the program is trusted */
@@ -231,7 +229,6 @@ static void segment_end(void)
     E.treq[E.ntreq].op0 = E.seg_op0;
     E.treq[E.ntreq].op1 = E.ops;
     E.treq[E.ntreq].host_ns = ag_now_ns() - E.seg_t0;
-    E.treq[E.ntreq].issue_ns = atomic_load_explicit(&E.seg_issue_ns, memory_order_relaxed);
     E.treq[E.ntreq].kernels = E.seg_kernels;
     E.ntreq++;
     if (ag_cupti_mode() == AG_CUPTI_ALWAYS && E.ntreq == MAX_TIMING_REQS) {
@@ -659,8 +656,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.recs[E.nrecs++].pos = pos0;
     }
     if (deferred)
-        /* a graph runs part of it: its kernels are not timed one by one */
-        __atomic_store_n(&E.seg_timed, 0, __ATOMIC_RELAXED);
+        E.seg_timed = 0; /* a graph runs part of it: its kernels are not timed one by one */
     else
         E.seg_kernels += o->kind == OP_KERNEL;
     E.ops++;
@@ -714,22 +710,14 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
 {
     static AG_TLS unsigned tick;
     int timed = kernel && (tick++ & 15) == 0;
-    /* In a timed segment every driver call is timed: replay leaves the host the rest (the chunk plan's
-     * lead, pattern.c). Read unlocked: a call issued as its segment ends is counted in one or the other. */
-    int seg = __atomic_load_n(&E.seg_timed, __ATOMIC_RELAXED);
-    uint64_t t0 = timed || seg ? ag_now_ns() : 0;
+    uint64_t t0 = timed ? ag_now_ns() : 0;
     ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
     CUresult r = fn(call);
     ag_timing_op = 0;
-    if (t0) {
+    if (timed) {
         uint64_t ns = ag_now_ns() - t0;
-        ns = ns > E.timer_ns ? ns - E.timer_ns : 0;
-        if (timed) {
-            atomic_fetch_add_explicit(&E.eager_ns, ns, memory_order_relaxed);
-            atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
-        }
-        if (seg)
-            atomic_fetch_add_explicit(&E.seg_issue_ns, ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&E.eager_ns, ns > E.timer_ns ? ns - E.timer_ns : 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
     }
     if (r != CUDA_SUCCESS) {
         pthread_mutex_lock(&E.lock);
@@ -1365,7 +1353,7 @@ void ag_engine_stats(FILE *f)
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
-               "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_gpu_behind\": %llu,\n"
+               "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -1373,7 +1361,7 @@ void ag_engine_stats(FILE *f)
             per_match, per_match_lock, per_eager, per_own, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
-            (unsigned long long)E.learner.segments_gpu_behind, (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
+            (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */
     static const char *const phase_names[TS_COUNT + 1] = {"record", "enter", "match", "copy", "learn"};

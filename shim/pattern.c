@@ -157,25 +157,14 @@ static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
  * where one more graph launch would cost about what it saves: at TAIL_GPU_NS of GPU work left when the
  * segment's kernels were timed (one graph launch costs the host 3-8 us on the H200), else at TAIL_MIN
  * operations.
- * A timed segment whose operations take the GPU at least four times as long as they take the host once
- * replayed (the host's own time per operation, the driver's calls left out) has the GPU behind the host
- * all along: the chunk after n issued operations may hold lead * n of them (lead: that ratio halved, at
- * most LEAD_MAX; halved, so that the chunk reaches the GPU with time to spare) and still reach the GPU
- * before it runs dry, and the tail need not shrink, since the GPU still has work queued when the host
- * reaches the barrier. Every chunk costs a graph launch and a
- * gap on the GPU (graph_costs.cu: 1-1.5 us): fewer chunks, less time. */
+ * (Measured and reverted: where CUPTI timed the GPU at least 4x slower per operation than the host's own
+ * time, chunks that grew by half that ratio and a tail that did not shrink. On the H200, over the second
+ * half of the loop, two_streams ran 1.29-1.30x slower with it, nvtx_ranges 1.17-1.25x, mlp_train
+ * 1.10-1.11x, and launch_bound no faster, though its graph launches per iteration fell from about 10
+ * to 3-4.) */
 #define TAIL_MIN 8
 #define TAIL_MIN_TIMED_MAX 32
 #define TAIL_GPU_NS 8000u
-#define LEAD_MAX 8u
-static uint32_t gpu_lead(const ag_seglen_t *s)
-{
-    if (!s->gpu_ns_per_op || !s->host_ns_per_op)
-        return 1;
-    uint32_t r = s->gpu_ns_per_op / s->host_ns_per_op / 2;
-    return r < 1 ? 1 : r > LEAD_MAX ? LEAD_MAX : r;
-}
-
 static uint32_t tail_min(const ag_seglen_t *s)
 {
     if (!s->gpu_ns_per_op)
@@ -187,40 +176,29 @@ static uint32_t tail_min(const ag_seglen_t *s)
 static uint32_t plan(ag_learner_t *l)
 {
     uint32_t c = l->chunk_max;
-    ag_seglen_t *s = seglen_slot(l, l->seg_seed);
-    int known = s->seed == l->seg_seed;
-    uint32_t lead = known ? gpu_lead(s) : 1;
     if (l->seg_real && l->chunk_first) {
-        uint64_t grown = (uint64_t)l->seg_pos * lead;
-        uint32_t ramp = grown <= l->chunk_first ? l->chunk_first : grown > UINT32_MAX ? UINT32_MAX : (uint32_t)grown;
+        uint32_t ramp = l->seg_pos > l->chunk_first ? l->seg_pos : l->chunk_first;
         if (ramp < c)
             c = ramp;
     }
-    if (!known || s->length <= l->seg_pos || !s->real_end)
+    ag_seglen_t *s = seglen_slot(l, l->seg_seed);
+    if (s->seed != l->seg_seed || s->length <= l->seg_pos || !s->real_end)
         return c;
     uint32_t remaining = s->length - l->seg_pos;
-    uint32_t tail = lead > 1 || remaining <= tail_min(s) ? remaining : (remaining + 1) / 2;
+    uint32_t tail = remaining > tail_min(s) ? (remaining + 1) / 2 : remaining;
     return tail < c ? tail : c;
 }
 
-static uint32_t per_op(uint64_t ns, uint32_t ops)
-{
-    uint64_t per = ns / ops;
-    return per ? (per > UINT32_MAX ? UINT32_MAX : (uint32_t)per) : 1;
-}
-
-void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
-                       uint64_t issue_ns)
+void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns)
 {
     ag_seglen_t *s = seglen_slot(l, seed);
     if (s->seed != seed || !ops)
         return; /* the slot went to another segment meanwhile */
-    s->gpu_ns_per_op = per_op(gpu_ns, ops);
-    s->host_ns_per_op = per_op(host_ns > issue_ns ? host_ns - issue_ns : 0, ops);
+    uint64_t per = gpu_ns / ops;
+    s->gpu_ns_per_op = per ? (per > UINT32_MAX ? UINT32_MAX : (uint32_t)per) : 1;
     s->gpu_bound = l->bound_ratio && gpu_ns >= (uint64_t)l->bound_ratio * host_ns;
     l->segments_timed++;
     l->segments_gpu_bound += s->gpu_bound;
-    l->segments_gpu_behind += gpu_lead(s) > 1;
 }
 
 int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, uint32_t warmup, size_t max_variants,
@@ -419,7 +397,6 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     if (s->seed != l->seg_seed) {
         s->gpu_bound = 0; /* the slot's timings were another segment's */
         s->gpu_ns_per_op = 0;
-        s->host_ns_per_op = 0;
     }
     s->seed = l->seg_seed;
     s->length = l->seg_pos;

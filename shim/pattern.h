@@ -47,8 +47,6 @@ typedef struct {
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
     uint8_t gpu_bound; /* its kernels kept the GPU busy far longer than the host took to issue them */
     uint32_t gpu_ns_per_op; /* mean GPU time of its operations when timed (0: not timed) */
-    uint32_t host_ns_per_op; /* the host's own time per operation when timed, the driver calls left out:
-                              * what issuing it costs once replayed (0: not timed) */
 } ag_seglen_t;
 
 typedef struct {
@@ -107,8 +105,7 @@ typedef struct {
     /* expected segment lengths and timings, keyed by seed, for the chunk plan */
     ag_seglen_t seglens[256];
     uint64_t segments_timed, segments_gpu_bound;
-    uint64_t segments_gpu_behind; /* timed with the GPU at least 4x slower than the host's own time (lead) */
-    uint64_t period_searches;     /* searches of the window for a period (each reads all of it) */
+    uint64_t period_searches; /* searches of the window for a period (each reads all of it) */
 } ag_learner_t;
 
 /* The launch path's functions: placed together (.text.hot), so that the few lines of code a launch runs
@@ -142,14 +139,11 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_);
 int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
 
 /* Kernel time on the GPU and host time of issuing, measured for one whole sighting of the segment that
- * started at `seed` (ops operations, none of them deferred; issue_ns of host_ns spent inside the
- * driver's calls). A segment whose GPU time is bound_ratio times its host time or more is one a graph
- * cannot speed up (the host's launch work is hidden behind the GPU's): its variants stop being
- * candidates until a later timing says otherwise. The GPU time per operation also sets how far the
- * chunk plan's tail shrinks, and against the host's own time per operation (host_ns - issue_ns, what
- * replay leaves) how fast its chunks grow: see plan() in pattern.c. */
-void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
-                       uint64_t issue_ns);
+ * started at `seed` (ops operations, none of them deferred). A segment whose GPU time is bound_ratio
+ * times its host time or more is one a graph cannot speed up (the host's launch work is hidden behind
+ * the GPU's): its variants stop being candidates until a later timing says otherwise. The GPU time per
+ * operation also sets how far the chunk plan's tail shrinks. */
+void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns);
 
 /* The CUPTI guard starts (on) or stops watching the operations pushed from now on. */
 void ag_learner_watch(ag_learner_t *l, int on);

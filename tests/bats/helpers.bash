@@ -64,7 +64,7 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f"unmatched={s.get('unmatched_proc_names') or '-'} unhooked={c.get('unhooked', '-')}"
       f"{c.get('unhooked_names') or ''} cupti={c.get('mode', '-')}/{c.get('state', '-')}"
       f" det={c.get('detaches', '-')} busy={c.get('gpu_busy_learning', '-')}"
-      f" setup_ms={c.get('setup_ms', '-')} warm_ms={c.get('warm_ms', '-')} gpu_bound={r.get('segments_gpu_bound', '-')}/{r.get('segments_timed', '-')} behind={r.get('segments_gpu_behind', '-')}"
+      f" setup_ms={c.get('setup_ms', '-')} warm_ms={c.get('warm_ms', '-')} gpu_bound={r.get('segments_gpu_bound', '-')}/{r.get('segments_timed', '-')}"
       f" sampled_busy={(r.get('replay_sampled') or {}).get('graph_busy', '-')}")
 PY
 }

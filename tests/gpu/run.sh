@@ -82,7 +82,7 @@ PY
 )
 
 # What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound, and
-# its chunk plan (graph launches per iteration, segments timed with the GPU behind the host).
+# its chunk plan (graph launches per iteration).
 LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LOG=debug AUTOGRAPH_STATS=$T/lb.json "$BUILD/bin/launch_bound" \
     2>&1 >/dev/null | grep -E "libcupti took|CUPTI (subscribe|attached|watching|detached|warmed|finalized)" \
     >"$OUT/cupti_costs.txt"
@@ -91,7 +91,7 @@ import json, sys
 s = json.load(open(sys.argv[1])); r = s["replay"]; c = s["cupti"]
 iters = 600  # launch_bound's default iteration count (200 kernels each)
 print(f"{r['graph_launches'] / iters:.2f} graph launches per iteration, {r['nodes_patched'] / iters:.1f} nodes patched; "
-      f"segments timed {r['segments_timed']}, GPU behind {r.get('segments_gpu_behind', '-')}; CUPTI warm at cuInit "
+      f"segments timed {r['segments_timed']}; CUPTI warm at cuInit "
       f"{c.get('warm_ms', '-')} ms, set-up in the loop {c.get('setup_ms', '-')} ms")
 PY
 )
