@@ -559,8 +559,8 @@ static int tainted(uint64_t sig)
 
 /* *sig_out: the operation's signature; for a kernel, computed by the caller before the lock and given
  * on entry. */
-AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0, uint64_t *sig_out,
-                     uint64_t *op_out)
+AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0,
+                            uint64_t *sig_out, uint64_t *op_out)
 {
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
      * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
@@ -706,7 +706,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
 
 /* Issues an operation that was not held back, outside the lock. One that fails is never held back
  * later: CUDA reports such errors at the call. */
-AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel, uint64_t op)
+AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel,
+                                 uint64_t op)
 {
     static AG_TLS unsigned tick;
     int timed = kernel && (tick++ & 15) == 0;
@@ -927,14 +928,15 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
     return r;
 }
 
-AG_HOT CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+AG_HOT CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
 {
     kcall_t c = {id, f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL};
     return kernel_common(&c);
 }
 
-AG_HOT CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
+AG_HOT CUresult ag_engine_launch_ex(ag_id_t id, const CUlaunchConfig *cfg, CUfunction f, void **params,
+                                    void **extra)
 {
     if (!cfg)
         return ((ag_fn_cuLaunchKernelEx_t)ag_real[id])(cfg, f, params, extra);

@@ -27,10 +27,10 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "(deferred work is issued before them, and the shim stops deferring), and kernel "
                       "timings are recorded; both are switched off before graphs are replayed (with "
                       "callbacks on, graph launches cost 200-365 us). CUPTI is set up at cuInit (opened, "
-                      "subscribed to and unsubscribed before any context exists: 6-12 ms in all on the H200, "
-                      "the subscription about 4 ms of it, against 11-20 ms for a first subscription "
-                      "inside the loop); a program that never "
-                      "repeats never attaches it. 'guard': callbacks on for the whole run (safest, slow graph "
+                      "subscribed to and unsubscribed before any context exists: 6-12 ms in all on the "
+                      "H200, the subscription about 4 ms of it, against 11-20 ms for a first subscription "
+                      "inside the loop); a program that never repeats never attaches it. 'guard': "
+                      "callbacks on for the whole run (safest, slow graph "
                       "launches). 'always': callbacks and timings for the whole run (for checking "
                       "coverage). 'off': no CUPTI. A profiler that subscribes later gets CUPTI."},
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
