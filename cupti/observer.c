@@ -296,6 +296,15 @@ static CUptiResult attach(void)
     return CUPTI_SUCCESS;
 }
 
+/* cuptiFinalize (when libcupti has it), counted: the next subscription pays CUPTI's set-up again. */
+static void finalize(void)
+{
+    if (O.finalize) {
+        O.finalize();
+        O.finalizes++;
+    }
+}
+
 /* Everything off, and CUPTI detached from the process: a subscriber with every callback disabled, or
  * the activity API set up with no kind enabled, still made each graph launch cost 15-25 us more on the
  * H200. Kernel records still in flight are lost (their kernels ran before the first replay). */
@@ -309,10 +318,7 @@ static void detach(void)
     if (O.unsubscribe)
         O.unsubscribe(O.sub);
     double unsub = ms_since(&t);
-    if (O.finalize) {
-        O.finalize();
-        O.finalizes++;
-    }
+    finalize();
     double fin = ms_since(&t);
     O.activity = 0;
     ag_log(AG_LOG_DEBUG, "CUPTI detached: callbacks off %.3f ms, activity off and flush %.3f ms, unsubscribe "
@@ -578,10 +584,7 @@ void ag_cupti_app_graph(void)
     if (O.state == ST_WARM) {
         ag_guard++;
         uint64_t t0 = ag_now_ns();
-        if (O.finalize) {
-            O.finalize();
-            O.finalizes++;
-        }
+        finalize();
         O.state = ST_DETACHED;
         O.setup_ns += ag_now_ns() - t0;
         ag_log(AG_LOG_DEBUG, "CUPTI finalized at the program's first graph capture or launch (%.3f ms)",

@@ -705,17 +705,15 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
 }
 
 /* Issues an operation that was not held back, outside the lock. One that fails is never held back
- * later: CUDA reports such errors at the call. */
+ * later: CUDA reports such errors at the call. t0: the clock when the call starts on a kernel launch
+ * the engine samples (kernel_common's every 16th), for host_ns_per_eager_launch; 0 on the others. */
 AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel,
-                                 uint64_t op)
+                                 uint64_t op, uint64_t t0)
 {
-    static AG_TLS unsigned tick;
-    int timed = kernel && (tick++ & 15) == 0;
-    uint64_t t0 = timed ? ag_now_ns() : 0;
     ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
     CUresult r = fn(call);
     ag_timing_op = 0;
-    if (timed) {
+    if (t0) {
         uint64_t ns = ag_now_ns() - t0;
         atomic_fetch_add_explicit(&E.eager_ns, ns > E.timer_ns ? ns - E.timer_ns : 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
@@ -914,13 +912,14 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
         uint64_t op;
         if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig, &op)) {
             leave();
+            uint64_t t1 = 0; /* on a sampled launch: the end of the engine's part, the driver's start */
             if (t0) {
-                uint64_t ns = ag_now_ns() - t0;
-                atomic_fetch_add_explicit(&E.eager_own_ns, ns > E.timer_ns ? ns - E.timer_ns : 0,
+                t1 = ag_now_ns();
+                atomic_fetch_add_explicit(&E.eager_own_ns, t1 - t0 > E.timer_ns ? t1 - t0 - E.timer_ns : 0,
                                           memory_order_relaxed);
                 atomic_fetch_add_explicit(&E.eager_own_timed, 1, memory_order_relaxed);
             }
-            return issue_now(eager_kernel, c, sig, 1, op);
+            return issue_now(eager_kernel, c, sig, 1, op, t1);
         }
         r = CUDA_SUCCESS;
     }
@@ -997,7 +996,7 @@ static CUresult mem_common(const mcall_t *c)
         uint64_t sig;
         if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
             leave();
-            return issue_now(eager, c, sig, 0, 0);
+            return issue_now(eager, c, sig, 0, 0, 0);
         }
         r = CUDA_SUCCESS;
     }
@@ -1066,7 +1065,7 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
         uint64_t sig;
         if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
             leave();
-            return issue_now(eager_event, c, sig, 0, 0);
+            return issue_now(eager_event, c, sig, 0, 0, 0);
         }
         r = CUDA_SUCCESS;
     }
@@ -1202,7 +1201,7 @@ CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_
         uint64_t sig;
         if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
             leave();
-            return issue_now(eager_h2d, &c, sig, 0, 0);
+            return issue_now(eager_h2d, &c, sig, 0, 0, 0);
         }
         r = CUDA_SUCCESS;
     }
@@ -1224,12 +1223,13 @@ CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, C
 
 void ag_engine_barrier(ag_id_t id)
 {
+    int kind = ag_hook_kinds[id];
     pthread_mutex_lock(&E.lock);
     if (E.ready && !E.disabled)
         barrier(0xba77ULL + (uint64_t)id, FB_BARRIER);
     /* The application's own capture: nothing of ours may enter its graph, and its launches go
      * straight to the capturing stream. */
-    if (ag_hook_kinds[id] == AG_KIND_CAPTURE) {
+    if (kind == AG_KIND_CAPTURE) {
         const char *n = ag_hook_names[id];
         if (strstr(n, "BeginCapture"))
             E.app_captures++;
@@ -1237,7 +1237,7 @@ void ag_engine_barrier(ag_id_t id)
             E.app_captures--;
     }
     pthread_mutex_unlock(&E.lock);
-    if (ag_hook_kinds[id] == AG_KIND_GRAPH || ag_hook_kinds[id] == AG_KIND_CAPTURE)
+    if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         ag_cupti_app_graph();
 }
 

@@ -48,11 +48,11 @@ static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, 
 
 static double t0;
 static void step(const char *what) {
-  double t = now_ms();
+  double t = ag_now_ms();
   printf("  step %-44s %8.3f ms\n", what, t - t0);
-  t0 = now_ms();
+  t0 = ag_now_ms();
 }
-static void mark(void) { t0 = now_ms(); }
+static void mark(void) { t0 = ag_now_ms(); }
 
 static void setup(void) {
   CK(cudaMalloc(&buf, 4 * N * sizeof(float)));
@@ -69,13 +69,13 @@ static void setup(void) {
 static void state(const char *what) {
   double kl[5], gl[5];
   for (int b = 0; b < 5; b++) {
-    double t = now_ms();
+    double t = ag_now_ms();
     for (int i = 0; i < 2000; i++) k_tiny<<<N / 256, 256, 0, st>>>(buf, N);
-    kl[b] = (now_ms() - t) * 1e3 / 2000;
+    kl[b] = (ag_now_ms() - t) * 1e3 / 2000;
     CK(cudaStreamSynchronize(st));
-    t = now_ms();
+    t = ag_now_ms();
     for (int i = 0; i < 200; i++) CK(cudaGraphLaunch(gexec, st));
-    gl[b] = (now_ms() - t) * 1e3 / 200;
+    gl[b] = (ag_now_ms() - t) * 1e3 / 200;
     CK(cudaStreamSynchronize(st));
   }
   qsort(kl, 5, sizeof *kl, cmp);

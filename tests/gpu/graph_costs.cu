@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   for (int rep = 0; rep < 5; rep++)
     for (int c = 0; c < ncase; c++) {
       CK(cudaDeviceSynchronize());
-      double t0 = now_ms();
+      double t0 = ag_now_ms();
       for (int it = 0; it < iters; it++) {
         unsigned long long off = (unsigned long long)it;
         float host;
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
         }
         }
       }
-      t[c][rep] = (now_ms() - t0) * 1e3 / iters;
+      t[c][rep] = (ag_now_ms() - t0) * 1e3 / iters;
     }
   printf("graph_costs: %d tiny kernels per iteration, one sync per iteration, us per iteration (median of 5)\n", K);
   for (int c = 0; c < ncase; c++) {

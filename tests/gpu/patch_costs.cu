@@ -235,6 +235,11 @@ static int new_b(unsigned int it, int v) { return (int)((it * 3u + (unsigned int
 static unsigned long long new_off(unsigned int it, int v) {
   return 0x5eed000000000000ull | ((unsigned long long)it << 8) | (unsigned int)v;
 }
+/* node v's arguments in iteration it, into model m */
+static void model_set(Model *m, unsigned int it, int v) {
+  m->b[v] = new_b(it, v);
+  m->off[v] = new_off(it, v);
+}
 
 /* ---- device-side updates: pack (node, offset, size, bytes) into batches passed by value */
 
@@ -281,8 +286,7 @@ static int dev_patch(Ctx *c, unsigned int it, int k, int apply) {
   int nodes[MAXN], n = plan(it, k, c->n, nodes);
   for (int j = 0; j < n; j++) {
     int v = nodes[j];
-    c->md.b[v] = new_b(it, v);
-    c->md.off[v] = new_off(it, v);
+    model_set(&c->md, it, v);
     ptrv[v] = (unsigned long long)bufp(c->md.b[v]);
     u[2 * j] = Upd{c->devnode[v], (unsigned int)c->o_ptr, 8, &ptrv[v]};
     u[2 * j + 1] = Upd{c->devnode[v], (unsigned int)c->o_off, 8, &c->md.off[v]};
@@ -301,8 +305,7 @@ static int step(Ctx *c, int st, unsigned int it, int k) {
     const CUgraphNode *gn = st == S_NODE ? c->node : c->dnode;
     for (int j = 0; j < n; j++) {
       int v = nodes[j];
-      m->b[v] = new_b(it, v);
-      m->off[v] = new_off(it, v);
+      model_set(m, it, v);
       fill_args(c, v, m->b[v], m->off[v]);
       TRY(cuGraphExecKernelNodeSetParams(e, gn[v], &c->kp[v]), "cuGraphExecKernelNodeSetParams");
     }
@@ -312,8 +315,7 @@ static int step(Ctx *c, int st, unsigned int it, int k) {
   case S_WHOLE: {
     for (int j = 0; j < n; j++) {
       int v = nodes[j];
-      c->mg.b[v] = new_b(it, v);
-      c->mg.off[v] = new_off(it, v);
+      model_set(&c->mg, it, v);
       fill_args(c, v, c->mg.b[v], c->mg.off[v]);
       TRY(cuGraphKernelNodeSetParams(c->node[v], &c->kp[v]), "cuGraphKernelNodeSetParams");
     }
@@ -341,8 +343,7 @@ static int step(Ctx *c, int st, unsigned int it, int k) {
   case S_EAGER: {
     for (int j = 0; j < n; j++) {
       int v = nodes[j];
-      c->me.b[v] = new_b(it, v);
-      c->me.off[v] = new_off(it, v);
+      model_set(&c->me, it, v);
     }
     for (int v = 0; v < c->n; v++) {
       if (c->big) {
@@ -423,8 +424,7 @@ static void tally_run(Tally *y, const Ctx *c, unsigned int it0, int iters, int k
   for (int i = 0; i < iters; i++) {
     int n = plan(it0 + i, k, c->n, nodes);
     for (int j = 0; j < n; j++) {
-      y->m.b[nodes[j]] = new_b(it0 + i, nodes[j]);
-      y->m.off[nodes[j]] = new_off(it0 + i, nodes[j]);
+      model_set(&y->m, it0 + i, nodes[j]);
     }
     if (launched)
       for (int v = 0; v < c->n; v++) y->exp[v] += expect_h(c, v, y->m.b[v], y->m.off[v]);
@@ -456,7 +456,7 @@ static int tally_end(Tally *y, Ctx *c, const char *what, int k) {
 static double timed(Ctx *c, int st, int k, int sync_every, int iters, Tally *y) {
   CK(cudaStreamSynchronize((cudaStream_t)s));
   unsigned int it0 = g_it;
-  double t0 = now_ms();
+  double t0 = ag_now_ms();
   for (int i = 0; i < iters; i++) {
     if (step(c, st, it0 + i, k)) {
       g_it += iters;
@@ -471,7 +471,7 @@ static double timed(Ctx *c, int st, int k, int sync_every, int iters, Tally *y) 
       }
     }
   }
-  double us = (now_ms() - t0) * 1e3 / iters;
+  double us = (ag_now_ms() - t0) * 1e3 / iters;
   g_it += iters;
   tally_run(y, c, it0, iters, k, 1);
   return us;
@@ -532,7 +532,7 @@ static double gpu_time(Ctx *c, int what, int k, int *gap) {
     k_spin<<<1, 1, 0, (cudaStream_t)s>>>(hold_ns);
     CK(cudaEventRecord(ev0, (cudaStream_t)s));
     unsigned int it0 = g_it;
-    double h0 = now_ms();
+    double h0 = ag_now_ms();
     for (int i = 0; i < R; i++) {
       int bad = what == G_UPD || what == G_UPDAPPLY ? dev_patch(c, it0 + i, kk, what == G_UPDAPPLY)
                                                     : step(c, st, it0 + i, kk);
@@ -542,7 +542,7 @@ static double gpu_time(Ctx *c, int what, int k, int *gap) {
         return V_REFUSED;
       }
     }
-    double h1 = now_ms();
+    double h1 = ag_now_ms();
     CK(cudaEventRecord(ev1, (cudaStream_t)s));
     CK(cudaEventSynchronize(ev1));
     float ms;
@@ -844,9 +844,9 @@ static void dev_findings(Ctx *c) {
   k_spin<<<1, 1, 0, (cudaStream_t)s>>>(20000000ull);
   dev_set_all(c, x[4]);
   fill_args(c, 1, x[5].b, x[5].off0 + 1);
-  double t0 = now_ms();
+  double t0 = ag_now_ms();
   CKD(cuGraphExecKernelNodeSetParams(c->de, c->dnode[1], &c->kp[1]));
-  double waited = now_ms() - t0;
+  double waited = ag_now_ms() - t0;
   launch_read(c);
   char l1 = seen(c, 1, x, 6);
   census(c, 0, x, 6, NULL, buf, sizeof buf);
@@ -941,7 +941,7 @@ static double upd_launch_cost(int cap) {
   double r[REPS];
   for (int rep = 0; rep < REPS; rep++) {
     CKD(cuStreamSynchronize(s));
-    double t0 = now_ms();
+    double t0 = ag_now_ms();
     for (int i = 0; i < g_iters; i++) {
       int bad = cap == 8 ? send_updates<8, 0>(NULL, 0)
                 : cap == 64 ? send_updates<64, 0>(NULL, 0)
@@ -950,7 +950,7 @@ static double upd_launch_cost(int cap) {
       if (bad) return V_REFUSED;
       if ((i + 1) % WIN == 0) CKD(cuStreamSynchronize(s));
     }
-    r[rep] = (now_ms() - t0) * 1e3 / g_iters;
+    r[rep] = (ag_now_ms() - t0) * 1e3 / g_iters;
   }
   return median(r);
 }
@@ -1061,7 +1061,7 @@ int main(int argc, char **argv) {
   CK(cudaGetFuncBySymbol((cudaFunction_t *)&f_big, (const void *)k_big));
   CK(cudaEventCreate(&ev0));
   CK(cudaEventCreate(&ev1));
-  double t_start = now_ms();
+  double t_start = ag_now_ms();
 
   attr_findings();
   int devst = S_DEV;
@@ -1111,7 +1111,7 @@ int main(int argc, char **argv) {
     }
   for (int i = 0; i < 4; i++) ucost[i] = upd_launch_cost(caps[i]);
   report(devst);
-  printf("patch_costs: %.1f s; %s\n", (now_ms() - t_start) / 1e3,
+  printf("patch_costs: %.1f s; %s\n", (ag_now_ms() - t_start) / 1e3,
          g_fail ? "CHECKS FAILED, see the MISMATCH lines" : "every checked launch saw the arguments set for it");
   return g_fail ? 1 : 0;
 }
