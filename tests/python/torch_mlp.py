@@ -18,7 +18,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import report, timed_steps  # noqa: E402
+from report import report, timed_steps, timed_sync  # noqa: E402
 
 WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
 
@@ -80,7 +80,7 @@ def main():
             static_x.copy_(xs[i % POOL])
             static_y.copy_(ys[i % POOL])
             graph.replay()
-            losses.append(static_loss.item())
+            losses.append(timed_sync(static_loss.item))
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         step_model = torch.compile(model) if args.compile else model
@@ -89,7 +89,7 @@ def main():
             loss = F.mse_loss(step_model(xs[i % POOL]), ys[i % POOL])
             loss.backward()
             opt.step()
-            losses.append(loss.item())  # D2H copy + sync every step, like real training loops
+            losses.append(timed_sync(loss.item))  # D2H copy + sync every step, like real training loops
 
     prof = None
     if args.profile:

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Where a PyTorch step's time goes under the shim: the MLP of tests/python/torch_mlp.py run plain, as a
+# hand-captured torch.cuda.graph (the ceiling) and under the shim with each setting, interleaved, REPS
+# times. Not a test (nothing is asserted); run on the GPU machine: bash tests/gpu/torch_diag.sh
+#   TORCH_SETTINGS space-separated settings, each a comma-separated list of VAR=value for the shim runs
+#                  ("-" for the defaults; default: "- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off")
+#   REPS           interleaved repetitions (default 5); STEPS steps per run (default 200)
+# Prints per mode the medians of: the steady loop (ms), a step (us) and the part of it spent waiting in
+# loss.item() (us), and for the shim the engine's host time per step from AUTOGRAPH_STATS.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build-gpu}
+[ -f "$BUILD/lib/libautograph.so" ] || {
+    gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build "$BUILD" -j16 --target autograph; } >/tmp/torch-diag-build.log 2>&1 ||
+      { tail -30 /tmp/torch-diag-build.log; exit 1; }
+}
+lib=$PWD/$BUILD/lib/libautograph.so
+SETTINGS=${TORCH_SETTINGS:-- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off}
+STEPS=${STEPS:-200}
+T=$(mktemp -d)
+py=tests/python/torch_mlp.py
+for rep in $(seq "${REPS:-5}"); do
+    python3 $py --steps "$STEPS" >"$T/plain.out" 2>>"$T/plain.err"
+    python3 $py --steps "$STEPS" --graph >/dev/null 2>>"$T/graph.err"
+    n=0
+    for setting in $SETTINGS; do
+        n=$((n + 1))
+        env_args=()
+        [ "$setting" != "-" ] && IFS=, read -r -a env_args <<<"$setting"
+        env "${env_args[@]}" AUTOGRAPH_STATS="$T/s$n.json" LD_PRELOAD="$lib" python3 $py --steps "$STEPS" \
+            >"$T/s.out" 2>>"$T/s$n.err"
+        cmp -s "$T/plain.out" "$T/s.out" || echo "[$setting]: LOSSES DIFFER"
+    done
+done
+python3 - "$T" "$STEPS" $SETTINGS <<'PY'
+import json, re, statistics, sys
+d, steps, settings = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def med(f, key):
+    v = [float(x) for x in re.findall(rf"^{key}: ([0-9.]+)", open(f).read(), re.M)]
+    return (statistics.median(v), min(v), max(v)) if v else (float("nan"),) * 3
+def line(name, f):
+    s, st, sy = med(f, "steady_ms"), med(f, "step_us"), med(f, "sync_us")
+    return (f"{name:28s} steady {s[0]:7.1f} ms ({s[1]:.0f}-{s[2]:.0f}) | step {st[0]:6.1f} us ({st[1]:.0f}-{st[2]:.0f})"
+            f" | in loss.item() {sy[0]:6.1f} us ({sy[1]:.0f}-{sy[2]:.0f})"), st[0]
+pl, base = line("plain", f"{d}/plain.err")
+print(pl)
+print(line("hand graph (torch.cuda.graph)", f"{d}/graph.err")[0])
+for n, st in enumerate(settings, 1):
+    text, step = line(f"shim [{st}]", f"{d}/s{n}.err")
+    print(f"{text} | {base / step:.3f}x")
+    j = json.load(open(f"{d}/s{n}.json"))
+    r = j.get("replay")
+    if not r or not j.get("launches"):
+        continue
+    h = {k: 1e3 * v / steps for k, v in r["host_ms"].items()}
+    print(f"    per step: {r['graph_launches'] / steps:.1f} graph launches {h['graph_launch']:.0f} us, "
+          f"{r['nodes_patched'] / steps:.1f} nodes patched {h['patch']:.0f} us, blocking-copy wait "
+          f"{h['blocking_copy_wait']:.0f} us, reissue {h['eager_reissue']:.0f} us; {r['host_ns_per_match']:.0f} ns "
+          f"per match; replayed {100.0 * r['launches_replayed'] / j['launches']:.1f}%")
+    calls = sorted(j["calls"].items(), key=lambda kv: -kv[1])[:8]
+    print("    calls per step: " + ", ".join(f"{k} {v / steps:.1f}" for k, v in calls))
+PY
