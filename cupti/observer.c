@@ -632,6 +632,17 @@ int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns)
     return found >= kernels;
 }
 
+int ag_cupti_op_gpu_ns(uint64_t op, uint64_t *ns)
+{
+    uint32_t lo = (uint32_t)op;
+    pthread_mutex_lock(&O.names_lock);
+    int found = O.op_ns[lo % OP_RING].tag == (1ULL << 32 | lo);
+    if (found)
+        *ns = O.op_ns[lo % OP_RING].ns;
+    pthread_mutex_unlock(&O.names_lock);
+    return found;
+}
+
 long long ag_cupti_launches(void)
 {
     return atomic_load_explicit(&O.launches, memory_order_relaxed);

@@ -125,8 +125,12 @@ static struct {
      * it was deferred */
     uint64_t seg_op0, seg_t0;
     uint32_t seg_kernels;
+    /* seg_whole: the timed segment started at a barrier (not when CUPTI attached mid-segment);
+     * window_whole: segments timed whole since the window opened (the first one is held eager, see
+     * refresh_candidates) */
+    int seg_whole, window_whole;
     struct {
-        uint64_t seed, op0, op1, host_ns;
+        uint64_t seed, op0, op1, host_ns, t_end;
         uint32_t kernels;
     } treq[MAX_TIMING_REQS];
     int ntreq;
@@ -153,6 +157,38 @@ static AG_TLS int sample_phased;
  * operation is still pending. */
 static AG_TLS uint64_t tl_holds;
 
+/* Operations of timed segments one by one, for the modeled chunk plan (ag_plan_best): when each reached
+ * the engine, how long its eager driver call took, and for all but kernels (whose GPU time CUPTI gives)
+ * an estimate of its GPU time. Indexed by operation number; tag = number + 1. Written by the thread that
+ * issues the operation (arrival under the lock, driver time just after it), read at resolve_timings. */
+#define OPT_RING 4096
+#define OPT_KERNEL UINT32_MAX
+static struct {
+    uint64_t tag, t;
+    uint32_t drv_ns, est_ns;
+} optimes[OPT_RING];
+/* the timed operation this thread is about to issue (number + 1), 0 if none */
+static AG_TLS uint64_t tl_timed_op;
+
+/* A rough GPU time for a memory operation or event of a timed segment (ns): a few us to start, then the
+ * bytes at H200 rates (device memory about 1-2 TB/s each way, the host link about 20 GB/s). */
+static uint32_t est_gpu_ns(const ag_op_t *o)
+{
+    switch (o->kind) {
+    case OP_KERNEL:
+        return OPT_KERNEL;
+    case OP_MEMSET:
+        return (uint32_t)(1500 + (uint64_t)o->n * o->elem / 2000);
+    case OP_COPY:
+        return (uint32_t)(2000 + (uint64_t)o->n / 1000);
+    case OP_H2D:
+    case OP_D2H:
+        return (uint32_t)(2000 + (uint64_t)o->n / 20);
+    default:
+        return 0;
+    }
+}
+
 static void disable(const char *why, CUresult r)
 {
     E.disabled = 1;
@@ -160,15 +196,69 @@ static void disable(const char *why, CUresult r)
     ag_log(AG_LOG_ERROR, "engine disabled (%s, CUDA error %d); the program goes on with plain launches", why, (int)r);
 }
 
+/* Timing request i operation by operation, as replay would take it (each operation's host time less its
+ * eager driver call, plus what a matched launch costs), with the plan's parameters from this run's
+ * measurements where there are enough (the H200's typical costs until then). NULL where an operation is
+ * missing (the ring moved on, a kernel's record was lost) or the segment is too long to plan. */
+static ag_optime_t *op_times(int i, ag_plan_params_t *p)
+{
+    uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
+    p->launch_ns = E.graph_launches >= 16 ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
+    p->start_ns = 3000;
+    p->chunk_max = E.learner.chunk_max;
+    uint64_t match = E.match_timed >= 16 ? E.match_ns / E.match_timed : 300;
+    if (!E.learner.model_plans || !n || n > AG_PLAN_MAX_OPS || n > OPT_RING)
+        return NULL;
+    ag_optime_t *t = malloc(sizeof *t * n);
+    for (uint64_t k = 0; t && k < n; k++) {
+        uint64_t op = op0 + k;
+        const __typeof__(optimes[0]) *r = &optimes[op % OPT_RING];
+        uint64_t next = k + 1 < n ? optimes[(op + 1) % OPT_RING].t : E.treq[i].t_end, gpu = r->est_ns;
+        if (r->tag != op + 1 || next < r->t || (r->est_ns == OPT_KERNEL && !ag_cupti_op_gpu_ns(op, &gpu))) {
+            free(t);
+            return NULL;
+        }
+        uint64_t gap = next - r->t, own = gap > r->drv_ns ? gap - r->drv_ns : 0;
+        own += match;
+        t[k].host_ns = own > UINT32_MAX ? UINT32_MAX : (uint32_t)own;
+        t[k].gpu_ns = gpu > UINT32_MAX ? UINT32_MAX : (uint32_t)gpu;
+    }
+    return t;
+}
+
 /* Kernel times of the segments timed while attached are in once CUPTI flushed its records: each one
  * tells the learner whether the segment's graph can pay and how far its chunk plan's tail shrinks. */
+/* The modeled plan a segment just got, at debug level: "modeled plan for N operations: K chunks, ends
+ * E1 E2 ... N". */
+static void log_plan(uint64_t seed)
+{
+    if (ag_opt(AG_OPT_LOG)->num < AG_LOG_DEBUG)
+        return;
+    const ag_seglen_t *sl = ag_learner_seglen(&E.learner, seed);
+    if (!sl || !sl->nends)
+        return;
+    char ends[256];
+    size_t o = 0;
+    for (uint32_t k = 0; k < sl->nends && o + 12 < sizeof ends; k++)
+        o += (size_t)snprintf(ends + o, sizeof ends - o, " %u", sl->ends[k]);
+    ag_log(AG_LOG_DEBUG, "modeled plan for %u operations: %u chunks, ends%s%s", sl->plan_len, sl->nends, ends,
+           o + 12 >= sizeof ends ? " ..." : "");
+}
+
 static void resolve_timings(void)
 {
     for (int i = 0; i < E.ntreq; i++) {
         uint64_t gpu_ns;
-        if (ag_cupti_gpu_ns(E.treq[i].op0, E.treq[i].op1, E.treq[i].kernels, &gpu_ns))
-            ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
-                              E.treq[i].host_ns);
+        if (!ag_cupti_gpu_ns(E.treq[i].op0, E.treq[i].op1, E.treq[i].kernels, &gpu_ns))
+            continue;
+        ag_plan_params_t p;
+        ag_optime_t *t = op_times(i, &p);
+        uint64_t planned = E.learner.segments_planned;
+        ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
+                          E.treq[i].host_ns, t, &p);
+        free(t);
+        if (E.learner.segments_planned != planned)
+            log_plan(E.treq[i].seed);
     }
     E.ntreq = 0;
 }
@@ -191,6 +281,7 @@ static void segment_begin(void)
     E.seg_t0 = 0;
     E.seg_kernels = 0;
     E.seg_timed = ag_cupti_attached();
+    E.seg_whole = 1;
 }
 
 /* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
@@ -206,6 +297,8 @@ static void cupti_learning(int on)
         E.guarded_at = E.ops;
         E.guarded_seen = E.window_from = E.learner.guarded_total; /* earlier ones are not this window's */
         segment_begin(); /* the segment is timed from here on (the part before was not watched) */
+        E.seg_whole = 0;
+        E.window_whole = 0;
     } else {
         E.seg_timed = 0;
         resolve_timings(); /* detaching delivered every record CUPTI had */
@@ -221,6 +314,7 @@ static void segment_end(void)
 {
     if (!E.seg_timed || !E.seg_kernels || !E.seg_t0)
         return;
+    E.window_whole += E.seg_whole;
     if (E.ntreq == MAX_TIMING_REQS) {
         memmove(&E.treq[0], &E.treq[1], sizeof E.treq[0] * (MAX_TIMING_REQS - 1)); /* the oldest goes */
         E.ntreq--;
@@ -228,7 +322,8 @@ static void segment_end(void)
     E.treq[E.ntreq].seed = E.learner.seg_seed;
     E.treq[E.ntreq].op0 = E.seg_op0;
     E.treq[E.ntreq].op1 = E.ops;
-    E.treq[E.ntreq].host_ns = ag_now_ns() - E.seg_t0;
+    E.treq[E.ntreq].t_end = ag_now_ns();
+    E.treq[E.ntreq].host_ns = E.treq[E.ntreq].t_end - E.seg_t0;
     E.treq[E.ntreq].kernels = E.seg_kernels;
     E.ntreq++;
     if (ag_cupti_mode() == AG_CUPTI_ALWAYS && E.ntreq == MAX_TIMING_REQS) {
@@ -449,10 +544,21 @@ static void complete(ag_variant_t *v)
 
 /* ---- the state machine ---- */
 
+/* A learning window's first whole segment that the model could plan runs eager to its end: a graph would
+ * stop its timing (the window closes at the first graph launch), and the modeled plan needs one whole
+ * sighting timed operation by operation. */
+static int hold_for_timing(void)
+{
+    if (!E.learner.model_plans || !E.cupti_learning || !E.seg_timed || !E.seg_whole || E.window_whole)
+        return 0;
+    const ag_seglen_t *sl = ag_learner_seglen(&E.learner, E.learner.seg_seed);
+    return sl && sl->real_end && sl->length <= AG_PLAN_MAX_OPS && !sl->nends;
+}
+
 static void refresh_candidates(void)
 {
     E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !E.trusted);
-    E.ncand = E.guard_stopped ? 0 : ag_learner_candidates(&E.learner, E.cands);
+    E.ncand = E.guard_stopped || hold_for_timing() ? 0 : ag_learner_candidates(&E.learner, E.cands);
     memcpy(E.match, E.cands, sizeof E.cands);
     for (int i = 0; i < E.ncand; i++) {
         E.msigs[i] = E.cands[i]->sigs;
@@ -540,6 +646,7 @@ static int init_engine(CUcontext ctx)
         return -1;
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
+    E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
     E.timer_ns = timer_cost();
     ag_learner_watch(&E.learner, ag_cupti_attached()); /* guard and always modes: attached from the start */
     segment_begin();
@@ -581,8 +688,16 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     *sig_out = sig;
     if (op_out)
         *op_out = E.ops;
-    if (E.seg_timed && !E.seg_t0)
-        E.seg_t0 = ag_now_ns();
+    if (E.seg_timed) {
+        uint64_t now = ag_now_ns();
+        if (!E.seg_t0)
+            E.seg_t0 = now;
+        optimes[E.ops % OPT_RING].tag = E.ops + 1;
+        optimes[E.ops % OPT_RING].t = now;
+        optimes[E.ops % OPT_RING].drv_ns = 0;
+        optimes[E.ops % OPT_RING].est_ns = est_gpu_ns(o);
+        tl_timed_op = E.ops + 1;
+    }
     int deferred = 0;
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
@@ -656,7 +771,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.recs[E.nrecs++].pos = pos0;
     }
     if (deferred)
-        E.seg_timed = 0; /* a graph runs part of it: its kernels are not timed one by one */
+        E.seg_timed = 0, tl_timed_op = 0; /* a graph runs part of it: its kernels are not timed one by one */
     else
         E.seg_kernels += o->kind == OP_KERNEL;
     E.ops++;
@@ -711,8 +826,14 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
                                  uint64_t op, uint64_t t0)
 {
     ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
+    uint64_t timed = tl_timed_op, ts = timed && !t0 ? ag_now_ns() : t0;
+    tl_timed_op = 0;
     CUresult r = fn(call);
     ag_timing_op = 0;
+    if (timed) {
+        uint64_t d = ag_now_ns() - ts;
+        optimes[(timed - 1) % OPT_RING].drv_ns = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+    }
     if (t0) {
         uint64_t ns = ag_now_ns() - t0;
         atomic_fetch_add_explicit(&E.eager_ns, ns > E.timer_ns ? ns - E.timer_ns : 0, memory_order_relaxed);
@@ -1355,7 +1476,7 @@ void ag_engine_stats(FILE *f)
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
-               "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n"
+               "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -1363,6 +1484,7 @@ void ag_engine_stats(FILE *f)
             per_match, per_match_lock, per_eager, per_own, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
+            (unsigned long long)E.learner.segments_planned,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

@@ -199,6 +199,8 @@ int ag_cupti_can_guard(void);
 /* GPU time of the kernels of engine operations [op0, op1) from their timing records: 1 when at least
  * `kernels` records are in (sum in *ns), 0 when some are missing (lost, or not delivered yet). */
 int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns);
+/* GPU time of the kernel of engine operation op: 1 with it in *ns, 0 when its record is not in. */
+int ag_cupti_op_gpu_ns(uint64_t op, uint64_t *ns);
 /* Hands over the kernel timing records CUPTI holds now (when timings are on). */
 void ag_cupti_flush(void);
 /* Writes the "cupti" member of the statistics JSON (the last member: no trailing comma). */

@@ -46,6 +46,12 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                             "Operations in the first chunk after a sync. The GPU is idle after a sync: a small "
                             "first chunk starts it at once, and each later chunk is as large as all before it "
                             "(up to AUTOGRAPH_CHUNK). 0: every chunk is AUTOGRAPH_CHUNK long."},
+    [AG_OPT_CHUNK_PLAN] = {"AUTOGRAPH_CHUNK_PLAN", AG_OPT_ENUM, "model", "halving|model",
+                           "Where chunks are cut. 'halving': the ramp of AUTOGRAPH_CHUNK_FIRST, then chunks "
+                           "halving toward the expected sync. 'model': the same until a segment was timed "
+                           "once, operation by operation, while CUPTI watched it (AUTOGRAPH_CUPTI=learn or "
+                           "always); then the cuts that a model of host and GPU times finishes soonest with, "
+                           "where it beats the halving plan by two graph launches and 0.5% of the segment's time."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},

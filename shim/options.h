@@ -27,6 +27,7 @@ typedef enum {
     AG_OPT_WARMUP,
     AG_OPT_CHUNK,
     AG_OPT_CHUNK_FIRST,
+    AG_OPT_CHUNK_PLAN,
     AG_OPT_MAX_GRAPHS,
     AG_OPT_STAGING_KB,
     AG_OPT_GPU_BOUND,
@@ -37,6 +38,7 @@ typedef enum {
 enum { AG_LOG_ERROR, AG_LOG_WARN, AG_LOG_INFO, AG_LOG_DEBUG, AG_LOG_TRACE };
 enum { AG_SCOPE_OFF, AG_SCOPE_ALL };
 enum { AG_CUPTI_OFF, AG_CUPTI_LEARN, AG_CUPTI_GUARD, AG_CUPTI_ALWAYS };
+enum { AG_PLAN_HALVING, AG_PLAN_MODEL };
 
 typedef struct {
     long num;         /* enum index or integer value */

@@ -175,21 +175,62 @@ static uint32_t tail_min(const ag_seglen_t *s)
 
 static uint32_t plan(ag_learner_t *l)
 {
-    uint32_t c = l->chunk_max;
-    if (l->seg_real && l->chunk_first) {
-        uint32_t ramp = l->seg_pos > l->chunk_first ? l->seg_pos : l->chunk_first;
-        if (ramp < c)
-            c = ramp;
-    }
     ag_seglen_t *s = seglen_slot(l, l->seg_seed);
-    if (s->seed != l->seg_seed || s->length <= l->seg_pos || !s->real_end)
-        return c;
-    uint32_t remaining = s->length - l->seg_pos;
-    uint32_t tail = remaining > tail_min(s) ? (remaining + 1) / 2 : remaining;
-    return tail < c ? tail : c;
+    int known = s->seed == l->seg_seed;
+    if (known && s->nends && s->plan_len == s->length && s->real_end && l->seg_real) {
+        for (uint32_t k = 0; k < s->nends; k++)
+            if (s->ends[k] > l->seg_pos) {
+                uint32_t c = s->ends[k] - l->seg_pos;
+                return c < l->chunk_max ? c : l->chunk_max;
+            }
+    }
+    return ag_plan_default_chunk(l->seg_pos, known ? s->length : 0, l->seg_real, known && s->real_end, l->chunk_max,
+                                 l->chunk_first, known ? tail_min(s) : TAIL_MIN);
 }
 
-void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns)
+static void drop_model_plan(ag_seglen_t *s)
+{
+    free(s->ends);
+    s->ends = NULL;
+    s->nends = s->plan_len = 0;
+}
+
+/* The modeled plan for the segment of slot s (ops operations timed one by one), if it beats the default
+ * plan clearly. */
+static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_optime_t *t,
+                       const ag_plan_params_t *p)
+{
+    if (!s->real_end || ops != s->length || ops > AG_PLAN_MAX_OPS)
+        return;
+    ag_plan_params_t pp = *p;
+    pp.chunk_max = l->chunk_max;
+    uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);
+    uint64_t tb = UINT64_MAX;
+    uint32_t nb = best && def ? ag_plan_best(t, ops, &pp, best, cap, &tb) : 0;
+    uint32_t nd = nb ? ag_plan_default(ops, l->chunk_max, l->chunk_first, tail_min(s), def, cap) : 0;
+    uint64_t td = nd ? ag_plan_simulate(t, ops, def, nd, &pp) : 0;
+    uint64_t margin = 2ull * pp.launch_ns + td / 200;
+    drop_model_plan(s);
+    if (nd && td != UINT64_MAX && tb < td && td - tb > margin) {
+        uint32_t *ends = realloc(best, sizeof *best * nb);
+        s->ends = ends ? ends : best;
+        s->nends = nb;
+        s->plan_len = ops;
+        best = NULL;
+        l->segments_planned++;
+    }
+    free(best);
+    free(def);
+}
+
+const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed)
+{
+    const ag_seglen_t *s = seglen_slot(l, seed);
+    return s->seed == seed ? s : NULL;
+}
+
+void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
+                       const ag_optime_t *t, const ag_plan_params_t *p)
 {
     ag_seglen_t *s = seglen_slot(l, seed);
     if (s->seed != seed || !ops)
@@ -199,6 +240,8 @@ void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gp
     s->gpu_bound = l->bound_ratio && gpu_ns >= (uint64_t)l->bound_ratio * host_ns;
     l->segments_timed++;
     l->segments_gpu_bound += s->gpu_bound;
+    if (t && p && l->model_plans)
+        model_plan(l, s, ops, t, p);
 }
 
 int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, uint32_t warmup, size_t max_variants,
@@ -244,6 +287,8 @@ void ag_learner_destroy(ag_learner_t *l)
                 variant_free(&l->table, v);
             }
     }
+    for (size_t i = 0; i < sizeof l->seglens / sizeof *l->seglens; i++)
+        drop_model_plan(&l->seglens[i]);
     free(l->table.buckets);
     free(l->chunk_sigs);
     free(l->ring);
@@ -397,6 +442,7 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     if (s->seed != l->seg_seed) {
         s->gpu_bound = 0; /* the slot's timings were another segment's */
         s->gpu_ns_per_op = 0;
+        drop_model_plan(s);
     }
     s->seed = l->seg_seed;
     s->length = l->seg_pos;
@@ -429,6 +475,9 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
     ag_vtable_t *t = &l->table;
     for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v && n < AG_MAX_CANDIDATES; v = v->next) {
         if (v->start != l->chunk_start || v->ungraphable || (l->require_guard && !ag_learner_guarded(l, v)))
+            continue;
+        /* cut by another plan (one that changed since): this chunk closes elsewhere, so it cannot be v */
+        if (v->len > l->chunk_target || (!v->ends_at_barrier && v->len != l->chunk_target))
             continue;
         const ag_seglen_t *s = seglen_slot(l, v->seg);
         if (s->seed == v->seg && s->gpu_bound)

@@ -47,7 +47,45 @@ typedef struct {
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
     uint8_t gpu_bound; /* its kernels kept the GPU busy far longer than the host took to issue them */
     uint32_t gpu_ns_per_op; /* mean GPU time of its operations when timed (0: not timed) */
+    uint32_t plan_len;      /* the modeled chunk plan (ag_plan_best) is for a segment of this length */
+    uint32_t nends;         /* its chunk ends (0: the default plan) */
+    uint32_t *ends;
 } ag_seglen_t;
+
+/* ---- chunk plans (plan.c) ---- */
+
+/* Longest segment the model plans (longer ones keep the default plan), and how many chunks beyond one
+ * per AUTOGRAPH_CHUNK operations it considers. */
+#define AG_PLAN_MAX_OPS 2048
+#define AG_PLAN_EXTRA_CHUNKS 24
+
+/* One operation of a timed segment: host time from its arrival to the next operation's (to the
+ * barrier's, for the last) as replay would take it, and its time on the GPU. */
+typedef struct {
+    uint32_t host_ns, gpu_ns;
+} ag_optime_t;
+
+typedef struct {
+    uint32_t launch_ns; /* host time of one graph launch */
+    uint32_t start_ns;  /* from a graph launch to its work starting on an idle GPU */
+    uint32_t chunk_max; /* operations per chunk at most */
+} ag_plan_params_t;
+
+/* The default plan's next chunk size at `pos` operations into a segment expected to be `length` long
+ * (0: unknown): a ramp from chunk_first after a real barrier, halving toward a real end down to tail_min. */
+uint32_t ag_plan_default_chunk(uint32_t pos, uint32_t length, int real_start, int real_end, uint32_t chunk_max,
+                               uint32_t chunk_first, uint32_t tail_min);
+/* The default plan of a whole segment of n operations between real barriers: its chunk ends, ascending
+ * (the last is n); returns how many (0: more than cap). */
+uint32_t ag_plan_default(uint32_t n, uint32_t chunk_max, uint32_t chunk_first, uint32_t tail_min, uint32_t *ends,
+                         uint32_t cap);
+/* The model's time (ns) of a segment of n operations cut at ends[0..nends) (UINT64_MAX: not a plan). */
+uint64_t ag_plan_simulate(const ag_optime_t *t, uint32_t n, const uint32_t *ends, uint32_t nends,
+                          const ag_plan_params_t *p);
+/* The chunk ends the model finishes soonest with (at most cap chunks, at most n <= AG_PLAN_MAX_OPS
+ * operations); returns how many, 0 if none, and their modeled time in *time. */
+uint32_t ag_plan_best(const ag_optime_t *t, uint32_t n, const ag_plan_params_t *p, uint32_t *ends, uint32_t cap,
+                      uint64_t *time);
 
 typedef struct {
     /* What every ag_learner_push reads and writes, in the first two cache lines (an interpreter running
@@ -78,6 +116,7 @@ typedef struct {
     uint32_t bound_ratio; /* AUTOGRAPH_GPU_BOUND: a segment whose GPU time is this many times its host
                            * time is left eager (0: never) */
     uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
+    uint8_t model_plans;   /* AUTOGRAPH_CHUNK_PLAN=model: timed segments get the modeled plan */
 
     /* period detection for loops without barriers (ring, ring_total and the period are above) */
     int32_t *prefix;       /* scratch for the prefix function */
@@ -105,6 +144,7 @@ typedef struct {
     /* expected segment lengths and timings, keyed by seed, for the chunk plan */
     ag_seglen_t seglens[256];
     uint64_t segments_timed, segments_gpu_bound;
+    uint64_t segments_planned; /* timings that gave a segment the modeled plan */
     uint64_t period_searches; /* searches of the window for a period (each reads all of it) */
 } ag_learner_t;
 
@@ -142,8 +182,15 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
  * started at `seed` (ops operations, none of them deferred). A segment whose GPU time is bound_ratio
  * times its host time or more is one a graph cannot speed up (the host's launch work is hidden behind
  * the GPU's): its variants stop being candidates until a later timing says otherwise. The GPU time per
- * operation also sets how far the chunk plan's tail shrinks. */
-void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns);
+ * operation also sets how far the default plan's tail shrinks. With per-operation times (t, NULL if
+ * unknown) of a whole segment between real barriers, and model_plans set, the segment gets the modeled
+ * plan where the model puts it ahead of the default plan by two graph launches and 0.5% (it
+ * keeps or drops an earlier modeled plan accordingly). */
+void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
+                       const ag_optime_t *t, const ag_plan_params_t *p);
+
+/* The expected length, timings and plan of the segment that started at `seed`, or NULL if unknown. */
+const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed);
 
 /* The CUPTI guard starts (on) or stops watching the operations pushed from now on. */
 void ag_learner_watch(ag_learner_t *l, int on);

@@ -19,6 +19,10 @@
 #                    and a graph captured before the loop, never launched: finalized at the capture
 #   gpu_bound        kernels that keep the GPU busy far longer than the host takes to issue them: timed
 #                    while learning, the segment stays on plain launches (AUTOGRAPH_GPU_BOUND=0 graphs it)
+#   model_plan       the host works 400 us after the 4th of 15 launches of 20 us each: the learning window
+#                    holds one whole iteration eager and times it operation by operation, and the modeled
+#                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
+#                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan
 # Usage: guard.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1 case=$2
@@ -194,6 +198,19 @@ gpu_bound)
     shim forced AUTOGRAPH_GPU_BOUND=0 -- --no-unhooked --iters 20 --spin-us 1000
     same p forced
     expect forced "s['replay']['segments_gpu_bound'] == 0 and s['replay']['launches_replayed'] > 0"
+    ;;
+model_plan)
+    args=(--no-unhooked --iters 30 --spin-us 20 --host-us 400)
+    plain p "${args[@]}"
+    shim run AUTOGRAPH_LOG=debug -- "${args[@]}"
+    same p run
+    expect run "s['replay']['segments_planned'] == 1 and s['replay']['launches_replayed'] >= 150"
+    grep -E "modeled plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15$" "$tmp/run.err" ||
+        { echo "FAILED: model_plan: no modeled plan cut after the 4th launch"; exit 1; }
+    shim halving AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_LOG=debug -- "${args[@]}"
+    same p halving
+    expect halving "s['replay']['segments_planned'] == 0"
+    if grep -q "modeled plan" "$tmp/halving.err"; then echo "FAILED: halving: a modeled plan"; exit 1; fi
     ;;
 scope_off)
     # AUTOGRAPH_SCOPE=off is a pure pass-through: learn mode has nothing to guard and opens no CUPTI

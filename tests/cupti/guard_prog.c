@@ -3,7 +3,7 @@
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
- *                   [--own-graph | --own-capture]
+ *                   [--own-graph | --own-capture] [--host-us U]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -13,7 +13,9 @@
  *   --spin-us U    each deferrable kernel also runs U microseconds on the fake GPU: a GPU-bound loop
  *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats
  *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration
- *   --own-capture  before its loop the program captures a graph of its own (never launched) */
+ *   --own-capture  before its loop the program captures a graph of its own (never launched)
+ *   --host-us U    the host works U microseconds after the fourth launch of every iteration (as a program
+ *                  that prepares its next input there): a graph launched before that gap runs during it */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -32,7 +34,7 @@
 #define BEFORE 9 /* deferrable launches before the unhooked one: not a chunk size the shim would pick */
 #define AFTER 6
 
-static long spin_us;
+static long spin_us, host_us;
 
 
 /* x[i] = x[i] * a + b: affine maps of different coefficients do not commute, so any reordering
@@ -158,6 +160,8 @@ int main(int argc, char **argv)
             profiler = 1;
         else if (strcmp(argv[i], "--spin-us") == 0 && i + 1 < argc)
             spin_us = atol(argv[++i]);
+        else if (strcmp(argv[i], "--host-us") == 0 && i + 1 < argc)
+            host_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--never-repeat") == 0)
             never_repeat = 1;
         else if (strcmp(argv[i], "--own-graph") == 0)
@@ -166,7 +170,7 @@ int main(int argc, char **argv)
             own_capture = 1;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
-                            "[--spin-us U] [--never-repeat] [--own-graph | --own-capture]\n");
+                            "[--spin-us U] [--never-repeat] [--own-graph | --own-capture] [--host-us U]\n");
             return 2;
         }
     }
@@ -227,6 +231,8 @@ int main(int argc, char **argv)
             void *p[] = {&x, &a, &b};
             unsigned grid = never_repeat ? (unsigned)(it * (BEFORE + AFTER) + k + 1) : 1u;
             CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+            for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
+                ; /* the host's own work */
         }
         if (own)
             CK(cuGraphLaunch(own, NULL));

@@ -2,7 +2,7 @@
 # The whole GPU suite in one call (the device time is scarce): build, every CTest including the GPU
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
-# It takes about 9-10 minutes on an H200; BENCH_REPS (default 5) and TORCH_REPS (7) trade time for noise.
+# It takes about 8-10 minutes on an H200; BENCH_REPS (default 5) and TORCH_REPS (7) trade time for noise.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
@@ -28,38 +28,73 @@ ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 300 >"$OUT/ctest.log
 ctest_rc=$?
 grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
 
-# The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead) and
-# shim replaying (the speed-up); medians of TORCH_REPS (7) interleaved runs each, never a timed assertion.
+# The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead),
+# shim replaying (the speed-up) and replaying with the halving chunk plan (AUTOGRAPH_CHUNK_PLAN=halving,
+# against the default modeled plan); TORCH_REPS (7) interleaved runs each, pinned to the same cores
+# (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
+# up to 25%). Ratios of medians of each run's median step (step_us), never a timed assertion.
 torch_line="-"
 T=$(mktemp -d) # the per-run outputs stay here: only a few files come back from $OUT
 if python3 -c "import torch" 2>/dev/null; then
     lib=$PWD/$BUILD/lib/libautograph.so
+    pin=()
+    command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
     for i in $(seq "${TORCH_REPS:-7}"); do
-        python3 tests/python/torch_mlp.py --steps 200 >"$T/t_plain.out" 2>>"$T/t_plain.err"
-        LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off python3 tests/python/torch_mlp.py --steps 200 \
+        "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 >"$T/t_plain.out" 2>>"$T/t_plain.err"
+        LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_off.out" 2>>"$T/t_off.err"
-        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/t_all.json python3 tests/python/torch_mlp.py --steps 200 \
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/t_all.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_all.out" 2>>"$T/t_all.err"
+        LD_PRELOAD=$lib AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_STATS=$T/t_halving.json "${pin[@]}" python3 \
+            tests/python/torch_mlp.py --steps 200 >"$T/t_halving.out" 2>>"$T/t_halving.err"
     done
     same=no
-    cmp -s "$T/t_plain.out" "$T/t_all.out" && cmp -s "$T/t_plain.out" "$T/t_off.out" && same=yes
+    cmp -s "$T/t_plain.out" "$T/t_all.out" && cmp -s "$T/t_plain.out" "$T/t_off.out" &&
+        cmp -s "$T/t_plain.out" "$T/t_halving.out" && same=yes
     torch_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
 d = sys.argv[1]
-# steady_ms leaves out the first step (CUDA and allocator start-up vary most there)
-def med(k): return statistics.median(float(m) for m in re.findall(r'steady_ms: ([0-9.]+)', open(f"{d}/t_{k}.err").read()))
-p, o, a = med("plain"), med("off"), med("all")
+def med(k, key="step_us"): return statistics.median(float(m) for m in re.findall(key + r': ([0-9.]+)', open(f"{d}/t_{k}.err").read()))
+p, o, a, h = med("plain"), med("off"), med("all"), med("halving")
 s = json.load(open(f"{d}/t_all.json"))
 r = s["replay"]
-print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({100*(o-p)/p:+.2f}%) | replaying {a:.1f} ms "
-      f"(speed-up {p/a:.3f}x) | identical losses: {sys.argv[2]} | replayed "
+hr = json.load(open(f"{d}/t_halving.json"))["replay"]
+print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.2f}%) | replaying {a:.0f} us "
+      f"(speed-up {p/a:.3f}x; halving plan {h:.0f} us, {p/h:.3f}x) | in loss.item(): plain {med('plain', 'sync_us'):.0f} us, "
+      f"replaying {med('all', 'sync_us'):.0f} us, halving {med('halving', 'sync_us'):.0f} us | steady loop speed-up "
+      f"{med('plain', 'steady_ms') / med('all', 'steady_ms'):.3f}x | identical losses: {sys.argv[2]} | replayed "
       f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
       + ", ".join(f"{k} {v:.0f}" for k, v in r['host_ns_per_match_phases'].items()) + ") | per step: patch "
       f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes), graph launches "
-      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f})")
+      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}; halving plan "
+      f"{hr['graph_launches']/200:.1f}) | segments planned {r['segments_planned']} of {r['segments_timed']} timed")
 PY
 )
 fi
+
+# The modeled chunk plan against the halving one on the samples where they differ most: loop ms, medians
+# of 3 interleaved runs each, and how many segments got a modeled plan.
+plan_line=""
+for smp in launch_bound memops two_streams nvtx_ranges mlp_train jacobi; do
+    : >"$T/pm"; : >"$T/ph"
+    for i in 1 2 3; do
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/pm.json "$BUILD/bin/$smp" 2>&1 >/dev/null |
+            sed -n 's/^loop_ms: //p' >>"$T/pm"
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_PLAN=halving "$BUILD/bin/$smp" 2>&1 >/dev/null |
+            sed -n 's/^loop_ms: //p' >>"$T/ph"
+    done
+    plan_line+=$(python3 - "$T" "$smp" <<'PY'
+import json, statistics, sys
+d, smp = sys.argv[1], sys.argv[2]
+m = [float(x) for x in open(f"{d}/pm")]; h = [float(x) for x in open(f"{d}/ph")]
+r = json.load(open(f"{d}/pm.json"))["replay"]
+if m and h:
+    print(f"  {smp}: modeled {statistics.median(m):.1f} ms, halving {statistics.median(h):.1f} ms "
+          f"({statistics.median(h) / statistics.median(m):.3f}x); planned {r['segments_planned']} of "
+          f"{r['segments_timed']} timed; graph launches {r['graph_launches']}")
+PY
+)$'\n'
+done
 
 # A program that launches graphs of its own (launch_bound --graph): what the shim costs it, medians of 5
 # interleaved runs (CUPTI's idle subscriber would slow each of its graph launches).
@@ -135,6 +170,8 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) (
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "chunk plans, modeled against halving (loop ms, medians of 3):"
+printf '%s' "$plan_line"
 echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
 echo "launch_bound's plan: $lb_line"

@@ -120,9 +120,173 @@ static void iteration(sim_t *s, int n, int z, int sync)
         sim_op(s, BARRIER);
 }
 
+
+/* ---- modeled chunk plans (plan.c) ---- */
+
+static const ag_plan_params_t PLAN_P = {6000, 3000, 128};
+
+static void fill(ag_optime_t *t, uint32_t from, uint32_t to, uint32_t host_ns, uint32_t gpu_ns)
+{
+    for (uint32_t i = from; i < to; i++)
+        t[i].host_ns = host_ns, t[i].gpu_ns = gpu_ns;
+}
+
+/* The model's time of every plan of n <= 12 operations (each set of cuts; chunks of at most chunk_max),
+ * the least of them. */
+static uint64_t brute_force(const ag_optime_t *t, uint32_t n, const ag_plan_params_t *p)
+{
+    uint64_t best = UINT64_MAX;
+    uint32_t ends[12];
+    for (uint32_t mask = 0; mask < 1u << (n - 1); mask++) {
+        uint32_t k = 0, from = 0, ok = 1;
+        for (uint32_t i = 1; i <= n; i++)
+            if (i == n || (mask >> (i - 1) & 1)) {
+                ok &= i - from <= p->chunk_max;
+                ends[k++] = i;
+                from = i;
+            }
+        uint64_t v = ok ? ag_plan_simulate(t, n, ends, k, p) : UINT64_MAX;
+        if (v < best)
+            best = v;
+    }
+    return best;
+}
+
+static void test_plan_model(void)
+{
+    ag_optime_t t[200];
+    uint32_t ends[200], def[200];
+    uint64_t tb;
+
+    /* The PyTorch step's shape: Python between launches (30 us each), the GPU far ahead (4.5 us per
+     * operation). Few chunks; the last one short; clearly ahead of the halving plan's ten launches. */
+    fill(t, 0, 140, 30000, 4500);
+    uint32_t nb = ag_plan_best(t, 140, &PLAN_P, ends, 200, &tb);
+    uint32_t nd = ag_plan_default(140, 128, 8, 8, def, 200);
+    uint64_t td = ag_plan_simulate(t, 140, def, nd, &PLAN_P);
+    CHECK(nb >= 2 && nb <= 4);
+    CHECK(nd >= 8);
+    CHECK(ends[nb - 1] == 140 && 140 - ends[nb - 2] <= 2);
+    CHECK(tb == ag_plan_simulate(t, 140, ends, nb, &PLAN_P));
+    CHECK(tb + 4 * PLAN_P.launch_ns < td);
+    for (uint32_t i = 1; i < nb; i++)
+        CHECK(ends[i] > ends[i - 1] && ends[i] - ends[i - 1] <= 128);
+
+    /* memops' shape: copies, then the host works for 40 us (it fills the next input), then kernels and
+     * the sync. A cut falls right before the host's long gap, so the copies run during it. */
+    const uint32_t host[8] = {1000, 1000, 1000, 40000, 1000, 1000, 1000, 1000};
+    const uint32_t gpu[8] = {2000, 2000, 5000, 5000, 3000, 3000, 3000, 5000};
+    for (int i = 0; i < 8; i++)
+        t[i].host_ns = host[i], t[i].gpu_ns = gpu[i];
+    nb = ag_plan_best(t, 8, &PLAN_P, ends, 200, &tb);
+    int cut4 = 0;
+    for (uint32_t i = 0; i < nb; i++)
+        cut4 |= ends[i] == 4;
+    CHECK(cut4);
+    nd = ag_plan_default(8, 128, 8, 8, def, 200);
+    CHECK(nd == 1 && def[0] == 8);
+    CHECK(tb + 10000 <= ag_plan_simulate(t, 8, def, nd, &PLAN_P));
+
+    /* Heavy work at the end (AdamW's multi-tensor kernels come back to back, the GPU slower than the
+     * host there): the cuts come thick toward the end, the last chunk is one operation, and the model
+     * beats the halving plan, whose first half is cut up needlessly. */
+    fill(t, 0, 125, 30000, 4000);
+    fill(t, 125, 140, 15000, 20000);
+    nb = ag_plan_best(t, 140, &PLAN_P, ends, 200, &tb);
+    nd = ag_plan_default(140, 128, 8, 1, def, 200);
+    CHECK(nb >= 4 && ends[0] >= 100 && ends[nb - 2] == 139);
+    CHECK(tb + 4 * PLAN_P.launch_ns < ag_plan_simulate(t, 140, def, nd, &PLAN_P));
+
+    /* GPU-bound work: never worse than the halving plan in the model. */
+    fill(t, 0, 200, 500, 5000);
+    nb = ag_plan_best(t, 200, &PLAN_P, ends, 200, &tb);
+    nd = ag_plan_default(200, 128, 8, 8, def, 200);
+    CHECK(nb > 0 && tb <= ag_plan_simulate(t, 200, def, nd, &PLAN_P));
+
+    /* The dynamic programme finds the model's best plan: against every plan of small random segments. */
+    uint64_t r = 12345;
+    int agree = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        uint32_t n = 1 + (uint32_t)(ag_mix(r, (uint64_t)trial) % 12);
+        for (uint32_t i = 0; i < n; i++) {
+            r = ag_mix(r, i);
+            t[i].host_ns = (uint32_t)(r % 40000);
+            t[i].gpu_ns = (uint32_t)((r >> 20) % 30000);
+        }
+        ag_plan_params_t p = {(uint32_t)(1000 + r % 9000), (uint32_t)(r % 5000), 1 + (uint32_t)(r >> 40) % 6};
+        nb = ag_plan_best(t, n, &p, ends, 200, &tb);
+        agree += nb > 0 && tb == brute_force(t, n, &p) && tb == ag_plan_simulate(t, n, ends, nb, &p);
+    }
+    CHECK(agree == 300);
+
+    /* Not a plan: the model refuses it. Too long a segment: no modeled plan. */
+    uint32_t bad[2] = {3, 2};
+    CHECK(ag_plan_simulate(t, 5, bad, 2, &PLAN_P) == UINT64_MAX);
+    CHECK(ag_plan_best(t, AG_PLAN_MAX_OPS + 1, &PLAN_P, ends, 200, &tb) == 0);
+}
+
+/* The learner takes a modeled plan from a timing with per-operation times and cuts chunks there; with
+ * AUTOGRAPH_CHUNK_PLAN=halving, or where the model gains too little, it keeps the halving plan. */
+static void test_plan_learner(void)
+{
+    sim_t s;
+    ag_optime_t t[140];
+    fill(t, 0, 140, 30000, 4500);
+    const uint32_t halving[] = {8, 8, 16, 32, 38, 19, 10, 5, 2, 1, 1}; /* tail_min 1 (4.5 us per op) */
+    for (int model = 0; model < 2; model++) {
+        sim_init(&s, 128);
+        s.l.model_plans = (uint8_t)model;
+        for (int it = 0; it < 6; it++)
+            iteration(&s, 140, 0, 1);
+        ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 4500, 140ull * 30000, t, &PLAN_P);
+        CHECK(s.l.segments_timed == 1 && s.l.segments_planned == (uint64_t)model);
+        uint32_t ends[200], want[200];
+        uint64_t tb;
+        uint32_t nb = ag_plan_best(t, 140, &PLAN_P, ends, 200, &tb);
+        for (uint32_t i = 0; i < nb; i++)
+            want[i] = ends[i] - (i ? ends[i - 1] : 0);
+        iteration(&s, 140, 0, 1); /* its first chunk was planned before the timing came */
+        iteration(&s, 140, 0, 0); /* the chunks closed by the plan (the last one too: it ends at 140) */
+        if (model) {
+            CHECK(s.nlens == (int)nb);
+            for (int i = 0; i < s.nlens; i++)
+                CHECK(s.lens[i] == want[i]);
+        } else {
+            CHECK(s.nlens == (int)(sizeof halving / sizeof *halving));
+            for (int i = 0; i < s.nlens; i++)
+                CHECK(s.lens[i] == halving[i]);
+        }
+        /* replay goes on with the new cuts once they were seen often enough */
+        long before = s.replayed;
+        sim_op(&s, BARRIER);
+        for (int it = 0; it < 6; it++)
+            iteration(&s, 140, 0, 1);
+        CHECK(s.replayed - before >= 3 * 140);
+        CHECK(s.fallbacks == 0);
+        /* another length for the segment: the halving plan is back for it */
+        iteration(&s, 100, 0, 1);
+        iteration(&s, 100, 0, 0);
+        CHECK(s.nlens >= 4 && s.lens[0] == 8 && s.lens[1] == 8);
+        sim_op(&s, BARRIER);
+        ag_learner_destroy(&s.l);
+    }
+    /* Little to gain (the GPU's work is a fraction of a launch): the halving plan stays. */
+    fill(t, 0, 140, 30000, 10);
+    sim_init(&s, 128);
+    s.l.model_plans = 1;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 140, 0, 1);
+    ag_learner_timing(&s.l, s.l.seg_seed, 140, 1400, 140ull * 30000, t, &PLAN_P);
+    CHECK(s.l.segments_planned == 0);
+    ag_learner_destroy(&s.l);
+}
+
 int main(void)
 {
     sim_t s;
+
+    test_plan_model();
+    test_plan_learner();
 
     /* Period finder. */
     int32_t scratch[64];
@@ -169,7 +333,7 @@ int main(void)
         sim_init(&s, 128);
         for (int it = 0; it < 6; it++)
             iteration(&s, 200, 0, 1);
-        ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * timed[t].ns_per_op, 1000000000ull);
+        ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * timed[t].ns_per_op, 1000000000ull, NULL, NULL);
         CHECK(s.l.segments_timed == 1 && s.l.segments_gpu_bound == 0);
         iteration(&s, 200, 0, 0);
         CHECK(s.nlens == timed[t].n);
@@ -186,21 +350,21 @@ int main(void)
         iteration(&s, 100, 0, 1);
     long rep0 = s.replayed;
     CHECK(rep0 > 0);
-    ag_learner_timing(&s.l, s.l.seg_seed, 100, 3000000, 1000000); /* exactly 3x: bound */
+    ag_learner_timing(&s.l, s.l.seg_seed, 100, 3000000, 1000000, NULL, NULL); /* exactly 3x: bound */
     CHECK(s.l.segments_gpu_bound == 1);
     refresh(&s);
     for (int it = 0; it < 6; it++)
         iteration(&s, 100, 0, 1);
     CHECK(s.replayed == rep0);
     CHECK(s.fallbacks == 0);
-    ag_learner_timing(&s.l, s.l.seg_seed, 100, 2900000, 1000000); /* below 3x: the host sets the pace */
+    ag_learner_timing(&s.l, s.l.seg_seed, 100, 2900000, 1000000, NULL, NULL); /* below 3x: the host sets the pace */
     refresh(&s);
     for (int it = 0; it < 6; it++)
         iteration(&s, 100, 0, 1);
     CHECK(s.replayed > rep0);
     /* AUTOGRAPH_GPU_BOUND=0: never. */
     s.l.bound_ratio = 0;
-    ag_learner_timing(&s.l, s.l.seg_seed, 100, 100000000, 1);
+    ag_learner_timing(&s.l, s.l.seg_seed, 100, 100000000, 1, NULL, NULL);
     CHECK(s.l.segments_gpu_bound == 1);
     ag_learner_destroy(&s.l);
 
@@ -231,7 +395,7 @@ int main(void)
         iteration(&s, 200, 0, 1);
     ag_learner_watch(&s.l, 0);
     CHECK(s.replayed > 0);
-    ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * 50000, 1000000000ull); /* the tail now shrinks to 1 */
+    ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * 50000, 1000000000ull, NULL, NULL); /* the tail now shrinks to 1 */
     for (int it = 0; it < 3; it++)
         iteration(&s, 200, 0, 1);
     long before_last = s.replayed;
