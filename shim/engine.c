@@ -205,6 +205,7 @@ static ag_optime_t *op_times(int i, ag_plan_params_t *p)
     uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
     p->launch_ns = E.graph_launches >= 16 ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
     p->start_ns = 3000;
+    p->graph_gpu_ns = 2000;
     p->chunk_max = E.learner.chunk_max;
     uint64_t match = E.match_timed >= 16 ? E.match_ns / E.match_timed : 300;
     if (!E.learner.model_plans || !n || n > AG_PLAN_MAX_OPS || n > OPT_RING)

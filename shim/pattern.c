@@ -202,6 +202,13 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
 {
     if (!s->real_end || ops != s->length || ops > AG_PLAN_MAX_OPS)
         return;
+    uint64_t host = 0, gpu = 0;
+    for (uint32_t i = 0; i < ops; i++)
+        host += t[i].host_ns, gpu += t[i].gpu_ns;
+    if (gpu * AG_PLAN_HOST_PER_GPU > host) {
+        drop_model_plan(s); /* the GPU sets the pace: the halving plan */
+        return;
+    }
     ag_plan_params_t pp = *p;
     pp.chunk_max = l->chunk_max;
     uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);

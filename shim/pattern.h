@@ -55,9 +55,13 @@ typedef struct {
 /* ---- chunk plans (plan.c) ---- */
 
 /* Longest segment the model plans (longer ones keep the default plan), and how many chunks beyond one
- * per AUTOGRAPH_CHUNK operations it considers. */
+ * per AUTOGRAPH_CHUNK operations it considers. Only segments whose GPU time is at most a half of their
+ * host time (as replay takes it) are planned: where the GPU sets the pace the halving plan did better on
+ * the H200 (launch_bound 0.96x with the model; the model knows the GPU's time per kernel only as eager
+ * launches took it). */
 #define AG_PLAN_MAX_OPS 2048
 #define AG_PLAN_EXTRA_CHUNKS 24
+#define AG_PLAN_HOST_PER_GPU 2
 
 /* One operation of a timed segment: host time from its arrival to the next operation's (to the
  * barrier's, for the last) as replay would take it, and its time on the GPU. */
@@ -68,6 +72,7 @@ typedef struct {
 typedef struct {
     uint32_t launch_ns; /* host time of one graph launch */
     uint32_t start_ns;  /* from a graph launch to its work starting on an idle GPU */
+    uint32_t graph_gpu_ns; /* a graph's own GPU time, between its work and the next graph's */
     uint32_t chunk_max; /* operations per chunk at most */
 } ag_plan_params_t;
 

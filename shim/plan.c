@@ -10,7 +10,7 @@
  *     last) as replay takes it;
  *   - a chunk is launched when its last operation arrives (the last chunk at the barrier); on the GPU it
  *     starts S after that or when the chunk before it ends, whichever is later, and runs for the sum of
- *     its operations' GPU times;
+ *     its operations' GPU times plus a graph's own GPU cost;
  *   - the segment ends when the host has reached the barrier and launched the last chunk, or when the
  *     GPU finishes, whichever is later.
  * Dynamic programming over (chunks so far, chunk end) keeps the earliest GPU finish; the host's time
@@ -90,7 +90,7 @@ uint64_t ag_plan_simulate(const ag_optime_t *t, uint32_t n, const uint32_t *ends
             free(P);
             return UINT64_MAX;
         }
-        gpu = max64(gpu, launch_at(P, n, end, c, p) + p->start_ns) + (Q[end] - Q[from]);
+        gpu = max64(gpu, launch_at(P, n, end, c, p) + p->start_ns) + (Q[end] - Q[from]) + p->graph_gpu_ns;
         from = end;
     }
     uint64_t total = max64(P[n] + (uint64_t)nends * p->launch_ns, gpu);
@@ -135,7 +135,7 @@ uint32_t ag_plan_best(const ag_optime_t *t, uint32_t n, const ag_plan_params_t *
             uint32_t lo = j > W ? j - W : 0;
             for (uint32_t i = j - 1;; i--) {
                 if (prev[i] != UINT64_MAX) {
-                    uint64_t f = max64(prev[i], start_min) + (Q[j] - Q[i]);
+                    uint64_t f = max64(prev[i], start_min) + (Q[j] - Q[i]) + p->graph_gpu_ns;
                     if (f < cur[j]) {
                         cur[j] = f;
                         fr[j] = (uint16_t)i;

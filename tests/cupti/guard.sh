@@ -19,7 +19,7 @@
 #                    and a graph captured before the loop, never launched: finalized at the capture
 #   gpu_bound        kernels that keep the GPU busy far longer than the host takes to issue them: timed
 #                    while learning, the segment stays on plain launches (AUTOGRAPH_GPU_BOUND=0 graphs it)
-#   model_plan       the host works 400 us after the 4th of 15 launches of 20 us each: the learning window
+#   model_plan       the host works 800 us after the 4th of 15 launches of 20 us each: the learning window
 #                    holds one whole iteration eager and times it operation by operation, and the modeled
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
 #                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan
@@ -200,7 +200,7 @@ gpu_bound)
     expect forced "s['replay']['segments_gpu_bound'] == 0 and s['replay']['launches_replayed'] > 0"
     ;;
 model_plan)
-    args=(--no-unhooked --iters 30 --spin-us 20 --host-us 400)
+    args=(--no-unhooked --iters 30 --spin-us 20 --host-us 800)
     plain p "${args[@]}"
     shim run AUTOGRAPH_LOG=debug -- "${args[@]}"
     same p run

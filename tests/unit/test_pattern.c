@@ -123,7 +123,7 @@ static void iteration(sim_t *s, int n, int z, int sync)
 
 /* ---- modeled chunk plans (plan.c) ---- */
 
-static const ag_plan_params_t PLAN_P = {6000, 3000, 128};
+static const ag_plan_params_t PLAN_P = {6000, 3000, 2000, 128};
 
 static void fill(ag_optime_t *t, uint32_t from, uint32_t to, uint32_t host_ns, uint32_t gpu_ns)
 {
@@ -185,16 +185,16 @@ static void test_plan_model(void)
     CHECK(cut4);
     nd = ag_plan_default(8, 128, 8, 8, def, 200);
     CHECK(nd == 1 && def[0] == 8);
-    CHECK(tb + 10000 <= ag_plan_simulate(t, 8, def, nd, &PLAN_P));
+    CHECK(tb + 8000 <= ag_plan_simulate(t, 8, def, nd, &PLAN_P));
 
     /* Heavy work at the end (AdamW's multi-tensor kernels come back to back, the GPU slower than the
-     * host there): the cuts come thick toward the end, the last chunk is one operation, and the model
+     * host there): the cuts come thick toward the end, the last chunk is at most three operations, and the model
      * beats the halving plan, whose first half is cut up needlessly. */
     fill(t, 0, 125, 30000, 4000);
     fill(t, 125, 140, 15000, 20000);
     nb = ag_plan_best(t, 140, &PLAN_P, ends, 200, &tb);
     nd = ag_plan_default(140, 128, 8, 1, def, 200);
-    CHECK(nb >= 4 && ends[0] >= 100 && ends[nb - 2] == 139);
+    CHECK(nb >= 4 && ends[0] >= 100 && ends[nb - 2] >= 137);
     CHECK(tb + 4 * PLAN_P.launch_ns < ag_plan_simulate(t, 140, def, nd, &PLAN_P));
 
     /* GPU-bound work: never worse than the halving plan in the model. */
@@ -213,7 +213,8 @@ static void test_plan_model(void)
             t[i].host_ns = (uint32_t)(r % 40000);
             t[i].gpu_ns = (uint32_t)((r >> 20) % 30000);
         }
-        ag_plan_params_t p = {(uint32_t)(1000 + r % 9000), (uint32_t)(r % 5000), 1 + (uint32_t)(r >> 40) % 6};
+        ag_plan_params_t p = {(uint32_t)(1000 + r % 9000), (uint32_t)(r % 5000), (uint32_t)(r >> 24) % 3000,
+                              1 + (uint32_t)(r >> 40) % 6};
         nb = ag_plan_best(t, n, &p, ends, 200, &tb);
         agree += nb > 0 && tb == brute_force(t, n, &p) && tb == ag_plan_simulate(t, n, ends, nb, &p);
     }
@@ -270,6 +271,20 @@ static void test_plan_learner(void)
         sim_op(&s, BARRIER);
         ag_learner_destroy(&s.l);
     }
+    /* The GPU sets the pace (its time more than half the host's): the halving plan stays, and a modeled
+     * plan the segment had goes. */
+    sim_init(&s, 128);
+    s.l.model_plans = 1;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 140, 0, 1);
+    ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 4500, 140ull * 30000, t, &PLAN_P);
+    CHECK(s.l.segments_planned == 1 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends > 0);
+    fill(t, 0, 140, 30000, 15001);
+    ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 15001, 140ull * 30000, t, &PLAN_P);
+    CHECK(s.l.segments_planned == 1 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends == 0);
+    ag_learner_destroy(&s.l);
+    fill(t, 0, 140, 30000, 4500);
+
     /* Little to gain (the GPU's work is a fraction of a launch): the halving plan stays. */
     fill(t, 0, 140, 30000, 10);
     sim_init(&s, 128);
@@ -395,7 +410,8 @@ int main(void)
         iteration(&s, 200, 0, 1);
     ag_learner_watch(&s.l, 0);
     CHECK(s.replayed > 0);
-    ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * 50000, 1000000000ull, NULL, NULL); /* the tail now shrinks to 1 */
+    /* the tail now shrinks to 1 */
+    ag_learner_timing(&s.l, s.l.seg_seed, 200, 200ull * 50000, 1000000000ull, NULL, NULL);
     for (int it = 0; it < 3; it++)
         iteration(&s, 200, 0, 1);
     long before_last = s.replayed;
