@@ -313,9 +313,11 @@ static void cupti_learning(int on)
 /* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
 static void segment_end(void)
 {
-    if (!E.seg_timed || !E.seg_kernels || !E.seg_t0)
+    /* Only whole segments: the part after CUPTI attached mid-segment may be all GPU work (an optimizer's
+     * kernels at the end of a step, say) and would judge a host-bound segment GPU-bound. */
+    if (!E.seg_timed || !E.seg_kernels || !E.seg_t0 || !E.seg_whole)
         return;
-    E.window_whole += E.seg_whole;
+    E.window_whole++;
     if (E.ntreq == MAX_TIMING_REQS) {
         memmove(&E.treq[0], &E.treq[1], sizeof E.treq[0] * (MAX_TIMING_REQS - 1)); /* the oldest goes */
         E.ntreq--;
@@ -545,12 +547,12 @@ static void complete(ag_variant_t *v)
 
 /* ---- the state machine ---- */
 
-/* A learning window's first whole segment that the model could plan runs eager to its end: a graph would
- * stop its timing (the window closes at the first graph launch), and the modeled plan needs one whole
- * sighting timed operation by operation. */
+/* A learning window's first whole segment runs eager to its end: a graph would stop its timing (the
+ * window closes at the first graph launch), and only whole segments are timed (segment_end); the modeled
+ * plan needs one whole sighting timed operation by operation. */
 static int hold_for_timing(void)
 {
-    if (!E.learner.model_plans || !E.cupti_learning || !E.seg_timed || !E.seg_whole || E.window_whole)
+    if (!E.cupti_learning || !E.seg_timed || !E.seg_whole || E.window_whole)
         return 0;
     const ag_seglen_t *sl = ag_learner_seglen(&E.learner, E.learner.seg_seed);
     return sl && sl->real_end && sl->length <= AG_PLAN_MAX_OPS && !sl->nends;

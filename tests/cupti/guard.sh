@@ -22,7 +22,8 @@
 #   model_plan       the host works 800 us after the 4th of 15 launches of 20 us each: the learning window
 #                    holds one whole iteration eager and times it operation by operation, and the modeled
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
-#                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan
+#                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
+#                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
 # Usage: guard.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1 case=$2
@@ -210,6 +211,9 @@ model_plan)
     shim halving AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_LOG=debug -- "${args[@]}"
     same p halving
     expect halving "s['replay']['segments_planned'] == 0"
+    # Only whole segments are timed: the part after CUPTI attached mid-iteration (after the host's gap:
+    # all GPU work) once judged this host-bound loop GPU-bound and left it eager.
+    expect halving "s['replay']['segments_gpu_bound'] == 0 and s['replay']['launches_replayed'] >= 150"
     if grep -q "modeled plan" "$tmp/halving.err"; then echo "FAILED: halving: a modeled plan"; exit 1; fi
     ;;
 scope_off)
