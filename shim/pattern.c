@@ -150,7 +150,9 @@ static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
     return &l->seglens[(seed ^ (seed >> 32)) % (sizeof l->seglens / sizeof *l->seglens)];
 }
 
-/* Chunk sizes. After a real barrier the GPU is idle (the host waited for it): the first chunk is small so
+/* Chunk sizes: the halving plan (plan.c, ag_plan_default_chunk), or the modeled plan of a segment that
+ * was timed operation by operation (model_plan below; plan.c says how). After a real barrier the GPU is
+ * idle (the host waited for it): the first chunk is small so
  * that the GPU starts at once, and chunks double while it works (the chunk size equals the operations
  * already issued). Toward the end of a segment that ends at a real barrier, chunks shrink to half of
  * what is left: work still deferred at a barrier runs only then, while the CPU waits. Halving stops
