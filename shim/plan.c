@@ -133,6 +133,8 @@ uint32_t ag_plan_best(const ag_optime_t *t, uint32_t n, const ag_plan_params_t *
         for (uint32_t j = c; j <= n; j++) {
             uint64_t start_min = launch_at(P, n, j, c - 1, p) + p->start_ns;
             uint32_t lo = j > W ? j - W : 0;
+            if (lo < c - 1)
+                lo = c - 1; /* c - 1 chunks end at c - 1 at the earliest */
             for (uint32_t i = j - 1;; i--) {
                 if (prev[i] != UINT64_MAX) {
                     uint64_t f = max64(prev[i], start_min) + (Q[j] - Q[i]) + p->graph_gpu_ns;
