@@ -12,6 +12,7 @@
 
 #include "dt_common.h"
 #include "fakecuda.h"
+#include "fakecuda_prog.h"
 
 /* ---- the kernels: C functions over raw pointers; each covers min(n, grid * block) elements ---- */
 
@@ -198,6 +199,7 @@ typedef struct prog {
 } prog_t;
 
 static int g_verbose;
+static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 enum { SAB_DROP = 1, SAB_STALE, SAB_REORDER, SAB_LATE };
 
@@ -487,6 +489,8 @@ static void exec_op(prog_t *p, int idx, int it)
     case OP_LAUNCH:
         if (o->noise && dt_below(&vr, 4)) break; /* extra kernel in a quarter of the iterations */
         launch(p, o, idx, it);
+        for (uint64_t end = fc_prog_now_ns() + (uint64_t)g_host_us * 1000u; g_host_us && fc_prog_now_ns() < end;)
+            ;
         break;
     case OP_MEMSET8:
         DT_CK(S, cuMemsetD8Async(a + (CUdeviceptr)o->off * 4, (unsigned char)(o->iv[0] + sc), (size_t)o->cnt * 4, p->s_main));
@@ -791,9 +795,10 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--first") && i + 1 < argc) first = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--verbose")) g_verbose = 1;
+        else if (!strcmp(argv[i], "--host-us") && i + 1 < argc) g_host_us = atol(argv[++i]);
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U]\n", argv[0]);
             return 2;
         }
     }

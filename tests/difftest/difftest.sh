@@ -56,7 +56,17 @@ random_programs() {
           "$tmp/rand.plain" "$tmp/rand.shim")
     if [[ -z $bad && $shim_rc -eq 0 ]]; then
         echo "difftest: seeds $first..$((first + count - 1)): $count programs identical with and without the shim"
-        return 0
+        # DT_EXPECT: a Python expression over the shim run's statistics (s) that must hold, so that a
+        # shard meant to exercise some path is known to have taken it
+        [[ -z ${DT_EXPECT:-} ]] && return 0
+        python3 - "$tmp/rand.stats" "$DT_EXPECT" <<'PY' && return 0
+import json, sys
+s = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2], {"s": s})
+print(f"difftest: {'ok' if ok else 'FAILED'}: {sys.argv[2]} (replay: {json.dumps(s['replay'])[:300]})")
+sys.exit(0 if ok else 1)
+PY
+        return 1
     fi
     echo "difftest: FAILED: seeds $first..$((first + count - 1)), shim exit code $shim_rc (plain 0)"
     local s nbad=0
