@@ -547,15 +547,15 @@ static void complete(ag_variant_t *v)
 
 /* ---- the state machine ---- */
 
-/* A learning window's first whole segment runs eager to its end: a graph would stop its timing (the
- * window closes at the first graph launch), and only whole segments are timed (segment_end); the modeled
- * plan needs one whole sighting timed operation by operation. */
+/* A learning window's first whole segment, if that segment was never timed, runs eager to its end: a
+ * graph would stop its timing (the window closes at the first graph launch), and only whole segments are
+ * timed (segment_end); the modeled plan needs one whole sighting timed operation by operation. */
 static int hold_for_timing(void)
 {
     if (!E.cupti_learning || !E.seg_timed || !E.seg_whole || E.window_whole)
         return 0;
     const ag_seglen_t *sl = ag_learner_seglen(&E.learner, E.learner.seg_seed);
-    return sl && sl->real_end && sl->length <= AG_PLAN_MAX_OPS && !sl->nends;
+    return sl && sl->real_end && sl->length <= AG_PLAN_MAX_OPS && !sl->gpu_ns_per_op; /* never timed yet */
 }
 
 static void refresh_candidates(void)
