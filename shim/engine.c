@@ -126,8 +126,7 @@ static struct {
     uint64_t seg_op0, seg_t0;
     uint32_t seg_kernels;
     /* seg_whole: the timed segment started at a barrier (not when CUPTI attached mid-segment);
-     * window_whole: segments timed whole since the window opened (the first one is held eager, see
-     * refresh_candidates) */
+     * window_whole: segments timed whole since the window opened (see hold_for_timing) */
     int seg_whole, window_whole;
     struct {
         uint64_t seed, op0, op1, host_ns, t_end;
@@ -227,8 +226,6 @@ static ag_optime_t *op_times(int i, ag_plan_params_t *p)
     return t;
 }
 
-/* Kernel times of the segments timed while attached are in once CUPTI flushed its records: each one
- * tells the learner whether the segment's graph can pay and how far its chunk plan's tail shrinks. */
 /* The modeled plan a segment just got, at debug level: "modeled plan for N operations: K chunks, ends
  * E1 E2 ... N". */
 static void log_plan(uint64_t seed)
@@ -246,6 +243,9 @@ static void log_plan(uint64_t seed)
            o + 12 >= sizeof ends ? " ..." : "");
 }
 
+/* Kernel times of the segments timed while attached are in once CUPTI flushed its records: each one
+ * tells the learner whether the segment's graph can pay, how far its chunk plan's tail shrinks, and, one
+ * by one, where the modeled plan cuts it. */
 static void resolve_timings(void)
 {
     for (int i = 0; i < E.ntreq; i++) {
@@ -691,6 +691,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     *sig_out = sig;
     if (op_out)
         *op_out = E.ops;
+    tl_timed_op = 0; /* (an operation not issued through issue_now left it set) */
     if (E.seg_timed) {
         uint64_t now = ag_now_ns();
         if (!E.seg_t0)
@@ -833,7 +834,7 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
     tl_timed_op = 0;
     CUresult r = fn(call);
     ag_timing_op = 0;
-    if (timed) {
+    if (timed && optimes[(timed - 1) % OPT_RING].tag == timed) {
         uint64_t d = ag_now_ns() - ts;
         optimes[(timed - 1) % OPT_RING].drv_ns = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
     }
