@@ -112,7 +112,7 @@ uint32_t ag_plan_best(const ag_optime_t *t, uint32_t n, const ag_plan_params_t *
     size_t cols = (size_t)n + 1;
     uint64_t *P = malloc(sizeof *P * 2 * cols);
     uint64_t *F = malloc(sizeof *F * cols * ((size_t)C + 1)); /* F[c][j]: earliest GPU finish, c chunks ending at j */
-    uint16_t *from = malloc(sizeof *from * cols * ((size_t)C + 1));
+    uint16_t *from = calloc(cols * ((size_t)C + 1), sizeof *from);
     if (!P || !F || !from) {
         free(P);
         free(F);
@@ -121,8 +121,7 @@ uint32_t ag_plan_best(const ag_optime_t *t, uint32_t n, const ag_plan_params_t *
     }
     uint64_t *Q = P + cols;
     arrivals(t, n, P, Q);
-    for (size_t i = 0; i < cols * ((size_t)C + 1); i++)
-        F[i] = UINT64_MAX;
+    memset(F, 0xff, sizeof *F * cols * ((size_t)C + 1)); /* UINT64_MAX: not reachable */
     F[0] = 0; /* after a real barrier the GPU is idle */
     uint64_t best = UINT64_MAX;
     uint32_t best_c = 0;
