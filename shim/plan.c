@@ -14,8 +14,9 @@
  *   - the segment ends when the host has reached the barrier and launched the last chunk, or when the
  *     GPU finishes, whichever is later.
  * Dynamic programming over (chunks so far, chunk end) keeps the earliest GPU finish; the host's time
- * depends only on those two. The engine takes the result only where the model puts it clearly ahead of
- * the default plan, so a poor model costs nothing against the plan that was there before. */
+ * depends only on those two. The learner takes the result only where the model puts it clearly ahead of
+ * the default plan (a margin for the model's own errors: it knows a kernel's GPU time only as an eager
+ * launch took it, and a memory operation's only as an estimate). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +57,8 @@ static uint64_t max64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* Host arrival times: P[j] for j in 0..n (P[n]: the barrier), launches not counted. */
+/* Host arrival times P[j] for j in 0..n (P[n]: the barrier), graph launches not counted, and the GPU
+ * time of the operations before j, Q[j]. */
 static void arrivals(const ag_optime_t *t, uint32_t n, uint64_t *P, uint64_t *Q)
 {
     P[0] = Q[0] = 0;
