@@ -613,20 +613,28 @@ int ag_cupti_can_guard(void)
     }
 }
 
+/* Under O.names_lock: the GPU time of operation op's kernel into *ns, if its record is in. */
+static int op_kernel_ns(uint64_t op, uint64_t *ns)
+{
+    uint32_t lo = (uint32_t)op;
+    if (O.op_ns[lo % OP_RING].tag != (1ULL << 32 | lo))
+        return 0;
+    *ns = O.op_ns[lo % OP_RING].ns;
+    return 1;
+}
+
 int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns)
 {
-    uint64_t sum = 0;
+    uint64_t sum = 0, one;
     uint32_t found = 0;
     if (!kernels || op1 <= op0 || op1 - op0 > OP_RING)
         return 0;
     pthread_mutex_lock(&O.names_lock);
-    for (uint64_t op = op0; op < op1; op++) {
-        uint32_t lo = (uint32_t)op;
-        if (O.op_ns[lo % OP_RING].tag == (1ULL << 32 | lo)) {
-            sum += O.op_ns[lo % OP_RING].ns;
+    for (uint64_t op = op0; op < op1; op++)
+        if (op_kernel_ns(op, &one)) {
+            sum += one;
             found++;
         }
-    }
     pthread_mutex_unlock(&O.names_lock);
     *ns = sum;
     return found >= kernels;
@@ -634,11 +642,8 @@ int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns)
 
 int ag_cupti_op_gpu_ns(uint64_t op, uint64_t *ns)
 {
-    uint32_t lo = (uint32_t)op;
     pthread_mutex_lock(&O.names_lock);
-    int found = O.op_ns[lo % OP_RING].tag == (1ULL << 32 | lo);
-    if (found)
-        *ns = O.op_ns[lo % OP_RING].ns;
+    int found = op_kernel_ns(op, ns);
     pthread_mutex_unlock(&O.names_lock);
     return found;
 }

@@ -161,6 +161,7 @@ static AG_TLS uint64_t tl_holds;
  * an estimate of its GPU time. Indexed by operation number; tag = number + 1. Written by the thread that
  * issues the operation (arrival under the lock, driver time just after it), read at resolve_timings. */
 #define OPT_RING 4096
+_Static_assert(OPT_RING >= AG_PLAN_MAX_OPS, "the ring holds every operation of a segment the model plans");
 #define OPT_KERNEL UINT32_MAX
 static struct {
     uint64_t tag, t;
@@ -207,7 +208,7 @@ static ag_optime_t *op_times(int i, ag_plan_params_t *p)
     p->graph_gpu_ns = 2000;
     p->chunk_max = E.learner.chunk_max;
     uint64_t match = E.match_timed >= 16 ? E.match_ns / E.match_timed : 300;
-    if (!E.learner.model_plans || !n || n > AG_PLAN_MAX_OPS || n > OPT_RING)
+    if (!E.learner.model_plans || !n || n > AG_PLAN_MAX_OPS)
         return NULL;
     ag_optime_t *t = malloc(sizeof *t * n);
     for (uint64_t k = 0; t && k < n; k++) {
@@ -691,7 +692,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     *sig_out = sig;
     if (op_out)
         *op_out = E.ops;
-    tl_timed_op = 0; /* (an operation not issued through issue_now left it set) */
     if (E.seg_timed) {
         uint64_t now = ag_now_ns();
         if (!E.seg_t0)
@@ -774,10 +774,12 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs++].pos = pos0;
     }
-    if (deferred)
-        E.seg_timed = 0, tl_timed_op = 0; /* a graph runs part of it: its kernels are not timed one by one */
-    else
+    if (deferred) {
+        if (E.seg_timed) /* a graph runs part of it: its kernels are not timed one by one */
+            E.seg_timed = 0, tl_timed_op = 0;
+    } else {
         E.seg_kernels += o->kind == OP_KERNEL;
+    }
     E.ops++;
     if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
         cupti_learning(0); /* the window guarded nothing new for a while */
@@ -830,8 +832,11 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
                                  uint64_t op, uint64_t t0)
 {
     ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
-    uint64_t timed = tl_timed_op, ts = timed && !t0 ? ag_now_ns() : t0;
-    tl_timed_op = 0;
+    uint64_t timed = tl_timed_op, ts = t0;
+    if (timed) {
+        tl_timed_op = 0;
+        ts = t0 ? t0 : ag_now_ns();
+    }
     CUresult r = fn(call);
     ag_timing_op = 0;
     if (timed && optimes[(timed - 1) % OPT_RING].tag == timed) {
@@ -1263,6 +1268,7 @@ static CUresult d2h_common(const dcall_t *c, int async)
     /* Not held back: issued below, after the lock is left (it blocks until the GPU is done). */
     uint64_t sig;
     op_arrive(&o, NULL, NULL, 0, &sig, NULL);
+    tl_timed_op = 0; /* issued below, not through issue_now: its driver time (the GPU's wait) is not timed */
     barrier(0xd2b0ULL, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
     const void *stage = E.copyout;
     E.copyout = NULL;
