@@ -142,9 +142,21 @@ static struct {
     } S;
     /* signatures of operations that failed when issued: never held back */
     uint64_t tainted[16]; /* ntainted is with the hot fields */
+    /* Resting (AUTOGRAPH_REST, ag_rest_segment): the current real segment (from the last real barrier;
+     * virtual barriers do not end it) from operation rseg_op0, and how many of its operations were in
+     * chunks seen before; while resting, the segments still to sit out (0: not resting) and the
+     * operations left before the rest ends anyway (counted by the hooks) */
+    uint64_t rseg_op0, rseg_repeated;
+    uint32_t rest_after, rest_left;
+    ag_rest_t rest;
+    uint64_t rest_ended_by_ops, rested_segments;
+    atomic_llong rest_ops_left;
+    /* kernels issued eagerly through the engine (the rested ones never reach it) */
+    uint64_t eager_kernels;
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
+AG_TLS unsigned ag_rest_ops;
 
 /* Clock reads of the sampled launch now in the engine: the lock held (host_ns_per_match_to_lock) and,
  * for one sampled launch in 4 (sample_phased, left out of host_ns_per_match: its four more clock reads
@@ -342,6 +354,8 @@ static void sighted(ag_variant_t *v)
 {
     if (!v)
         return;
+    if (v->seen >= 2)
+        E.rseg_repeated += v->len;
     int guarded = ag_learner_guarded(&E.learner, v);
     note_guarded();
     if (guarded)
@@ -595,9 +609,56 @@ static void fallback(int reason)
     E.nmatch = E.ncand = 0;
 }
 
+/* ---- resting ---- */
+
+#define REST_MIN_OPS 4
+
+/* Under the lock, nothing pending, at a barrier: the next n segments (or n times twice the operations
+ * of the one just ended, in all, if barriers stop coming) go straight to the driver. */
+static void rest_begin(uint32_t n, uint64_t seg_ops)
+{
+    E.rest_left = n;
+    uint64_t per = seg_ops > 64 ? seg_ops : 64;
+    atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
+    E.nmatch = E.ncand = 0;
+    /* Not timed; a CUPTI window stays open (closing and opening one costs milliseconds on the H200,
+     * while callbacks cost eager launches nothing measurable) and goes on after the rest. */
+    E.seg_timed = 0;
+    atomic_store(&ag_engine_on, AG_ENGINE_RESTING);
+    AG_LOG_CAPPED(AG_LOG_DEBUG, "%u segments in a row repeated nothing: resting for %u segments",
+                  E.rest.novel + 1, n);
+}
+
+static void rest_end(void)
+{
+    E.rest_left = 0;
+    int resting = AG_ENGINE_RESTING;
+    atomic_compare_exchange_strong(&ag_engine_on, &resting, AG_ENGINE_ACTIVE); /* unless disabled since */
+}
+
+/* A hook passed AG_REST_TICK operations while resting: the rest ends once its operations are used up. */
+void ag_engine_rest_tick(void)
+{
+    ag_rest_ops = 0;
+    if (atomic_fetch_sub_explicit(&E.rest_ops_left, AG_REST_TICK, memory_order_relaxed) > AG_REST_TICK)
+        return;
+    pthread_mutex_lock(&E.lock);
+    if (E.rest_left) {
+        rest_end(); /* learning goes on from here, mid-segment */
+        E.rest_ended_by_ops++;
+    }
+    pthread_mutex_unlock(&E.lock);
+}
+
 /* A barrier: an observing call, a stream switch, or an undeferrable operation. */
 static void barrier(uint64_t kind, int reason)
 {
+    if (E.rest_left) {
+        E.rested_segments++;
+        if (--E.rest_left)
+            return; /* this segment was sat out too */
+        rest_end(); /* the next one is learned */
+    }
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
@@ -613,6 +674,15 @@ static void barrier(uint64_t kind, int reason)
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
     refresh_candidates();
+    /* A segment of a few operations says nothing either way (graphs of so few could not pay); one
+     * repeated where chunks of REST_MIN_OPS operations or more were seen before (a deferred chunk was). */
+    uint64_t seg_ops = E.ops - E.rseg_op0;
+    int repeated = E.rseg_repeated >= REST_MIN_OPS;
+    E.rseg_op0 = E.ops;
+    E.rseg_repeated = 0;
+    uint32_t n = seg_ops >= REST_MIN_OPS ? ag_rest_segment(&E.rest, repeated, E.rest_after) : 0;
+    if (n && !E.npending)
+        rest_begin(n, seg_ops);
 }
 
 /* A sampled interval contains about one clock read of its own (the end of the one that starts it, the
@@ -651,6 +721,7 @@ static int init_engine(CUcontext ctx)
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
     E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
+    E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
     E.timer_ns = timer_cost();
     ag_learner_watch(&E.learner, ag_cupti_attached()); /* guard and always modes: attached from the start */
     segment_begin();
@@ -779,6 +850,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             E.seg_timed = 0, tl_timed_op = 0;
     } else {
         E.seg_kernels += o->kind == OP_KERNEL;
+        E.eager_kernels += o->kind == OP_KERNEL;
     }
     E.ops++;
     if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
@@ -1244,6 +1316,11 @@ static CUresult d2h_common(const dcall_t *c, int async)
 {
     if (!enter())
         return eager_d2h(c);
+    if (E.rest_left) { /* resting: only the end of a segment, maybe */
+        barrier(0xd2b0ULL, FB_BARRIER);
+        leave();
+        return eager_d2h(c);
+    }
     int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->n <= AG_D2H_STAGING_MAX;
     if (ok && async) { /* into pinned memory the copy is truly asynchronous: not ours to end a graph */
         unsigned type = 0;
@@ -1465,7 +1542,7 @@ void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
     pthread_mutex_unlock(&E.lock);
 }
 
-void ag_engine_stats(FILE *f)
+void ag_engine_stats(FILE *f, uint64_t launches)
 {
     pthread_mutex_lock(&E.lock);
     ag_graph_stats_t gs;
@@ -1476,6 +1553,8 @@ void ag_engine_stats(FILE *f)
     double per_eager = eager_timed ? (double)eager_ns / (double)eager_timed : 0;
     unsigned long long own_timed = atomic_load(&E.eager_own_timed);
     double per_own = own_timed ? (double)atomic_load(&E.eager_own_ns) / (double)own_timed : 0;
+    /* over every launch: the ones passed while resting cost the engine nothing */
+    double per_launch = launches ? per_own * (double)E.eager_kernels / (double)launches : 0;
     double saved_ms = ((double)E.replayed * per_eager - (double)E.replay_host_ns -
                        (double)E.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
@@ -1483,6 +1562,8 @@ void ag_engine_stats(FILE *f)
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_to_lock\": %.1f,\n"
                "    \"host_ns_per_eager_launch\": %.1f,\n    \"host_ns_engine_per_eager_launch\": %.1f,\n"
+               "    \"launches_eager_through_engine\": %llu,\n    \"host_ns_engine_per_launch\": %.1f,\n"
+               "    \"rests\": %llu,\n    \"segments_rested\": %llu,\n    \"rests_ended_by_operations\": %llu,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
@@ -1491,7 +1572,9 @@ void ag_engine_stats(FILE *f)
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
-            per_match, per_match_lock, per_eager, per_own, saved_ms, E.learner.table.count,
+            per_match, per_match_lock, per_eager, per_own, (unsigned long long)E.eager_kernels, per_launch,
+            (unsigned long long)E.rest.rests, (unsigned long long)E.rested_segments,
+            (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned,

@@ -143,8 +143,21 @@ void ag_stats_fork_parent(void);
 void ag_stats_report(int forked_child);
 
 /* ---- engine.c: deferral and replay (see engine.h). ---- */
-/* Set while the engine may learn and defer (AUTOGRAPH_SCOPE is not off and nothing disabled it). */
+/* AG_ENGINE_ACTIVE while the engine may learn and defer (AUTOGRAPH_SCOPE is not off and nothing
+ * disabled it); AG_ENGINE_RESTING while it rests (AUTOGRAPH_REST): deferrable calls go straight to the
+ * driver (counted by ag_engine_rested), barriers still reach the engine, which counts the segments. */
+enum { AG_ENGINE_OFF, AG_ENGINE_ACTIVE, AG_ENGINE_RESTING };
 extern atomic_int ag_engine_on;
+/* Operations this thread passed while the engine rests, since it last told the engine (every
+ * AG_REST_TICK): a rest ends after so many operations too, in a loop that stops reaching barriers. */
+#define AG_REST_TICK 256
+extern AG_TLS unsigned ag_rest_ops;
+void ag_engine_rest_tick(void);
+static inline void ag_engine_rested(void)
+{
+    if (AG_UNLIKELY(++ag_rest_ops >= AG_REST_TICK))
+        ag_engine_rest_tick();
+}
 void ag_engine_start(void);
 CUresult ag_engine_launch(ag_id_t id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned smem, CUstream s, void **params, void **extra);
@@ -176,8 +189,8 @@ void ag_engine_fork_parent(void);
 void ag_engine_fork_child(void);
 /* Launches replayed from graphs, and graphs built, for the summary line. */
 void ag_engine_summary(uint64_t *replayed, uint64_t *graphs);
-/* Writes the "replay" member of the statistics JSON. */
-void ag_engine_stats(FILE *f);
+/* Writes the "replay" member of the statistics JSON (launches: every kernel launch the hooks counted). */
+void ag_engine_stats(FILE *f, uint64_t launches);
 
 /* ---- cupti/observer.c: the CUPTI launch observer. ---- */
 /* Subscribes if AUTOGRAPH_CUPTI asks for it ('learn': warms CUPTI, see observer.c); called after a

@@ -43,9 +43,11 @@
     }
 
 /* An operation the engine may defer: it goes to the engine entry named by AG_ENGINE_<name>, which
- * takes the hook id and then the call's own arguments. */
+ * takes the hook id and then the call's own arguments. While the engine rests it goes straight to the
+ * driver, unless `barrier_when_resting` (a device-to-host copy, which can be blocking: the engine counts
+ * it as the end of a segment). */
 #define AG_UNPAREN(...) __VA_ARGS__
-#define AG_DEFERRABLE(name, params, args)                                                             \
+#define AG_DEFERRABLE_(name, params, args, barrier_when_resting)                                      \
     AG_EXPORT AG_HOT CUresult CUDAAPI name params                                                     \
     {                                                                                                 \
         ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
@@ -55,12 +57,20 @@
             return real_ args;                                                                        \
         ag_count(AG_ID_##name);                                                                       \
         ag_hook_depth++;                                                                              \
-        CUresult r_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed)                       \
-                          ? AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args)                           \
-                          : real_ args;                                                               \
+        int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
+        CUresult r_;                                                                                  \
+        if (on_ == AG_ENGINE_ACTIVE || (barrier_when_resting && on_ == AG_ENGINE_RESTING)) {          \
+            r_ = AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args);                                     \
+        } else {                                                                                      \
+            if (on_ == AG_ENGINE_RESTING)                                                             \
+                ag_engine_rested();                                                                   \
+            r_ = real_ args;                                                                          \
+        }                                                                                             \
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }
+#define AG_DEFERRABLE(name, params, args) AG_DEFERRABLE_(name, params, args, 0)
+#define AG_DEFERRABLE_D2H(name, params, args) AG_DEFERRABLE_(name, params, args, 1)
 #define AG_ENGINE_cuLaunchKernel ag_engine_launch
 #define AG_ENGINE_cuLaunchKernel_ptsz ag_engine_launch
 #define AG_ENGINE_cuLaunchKernelEx ag_engine_launch_ex
@@ -93,7 +103,7 @@
 #define AG_GEN_DSET AG_DEFERRABLE
 #define AG_GEN_DCOPY AG_DEFERRABLE
 #define AG_GEN_DEVENT AG_DEFERRABLE
-#define AG_GEN_DD2H AG_DEFERRABLE
+#define AG_GEN_DD2H AG_DEFERRABLE_D2H
 #define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
 #define AG_GEN_LAUNCH AG_BARRIER

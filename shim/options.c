@@ -64,6 +64,13 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                           "learns, keep the GPU busy this many times longer than the host took to issue them "
                           "stays on plain launches: the host's launch work is hidden behind the GPU's, so a "
                           "graph cannot speed it up. 0: graph such segments too."},
+    [AG_OPT_REST] = {"AUTOGRAPH_REST", AG_OPT_INT, "32", "0..1000000",
+                     "After this many segments in a row (the work between two syncs) that repeated nothing "
+                     "seen before, the shim rests: the next segments' calls go straight to the driver, "
+                     "untouched, 1 segment at first, then 2, 4, ... up to 16 (or twice as many operations "
+                     "as the last segment had, per segment, in a loop that stops syncing); one segment is "
+                     "learned between two rests, and one that repeats ends resting. A program whose shapes "
+                     "never repeat then pays almost nothing. 0: never rest."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

@@ -31,6 +31,7 @@ typedef enum {
     AG_OPT_MAX_GRAPHS,
     AG_OPT_STAGING_KB,
     AG_OPT_GPU_BOUND,
+    AG_OPT_REST,
     AG_OPT_COUNT
 } ag_opt_id_t;
 

@@ -519,3 +519,20 @@ void ag_learner_unlock_period(ag_learner_t *l)
     l->since_check = 0;
     l->check_every = PERIOD_CHECK;
 }
+
+uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint32_t after)
+{
+    if (repeated) {
+        r->novel = 0;
+        r->next = 0;
+        return 0;
+    }
+    if (!after || ++r->novel < after)
+        return 0;
+    uint32_t n = r->next ? r->next : 1;
+    r->next = n >= AG_REST_MAX / 2 ? AG_REST_MAX : 2 * n;
+    r->novel = after - 1; /* the segment learned after this rest decides alone whether to rest again */
+    r->rests++;
+    r->rested += n;
+    return n;
+}

@@ -176,7 +176,7 @@ static int write_json(const char *path, const uint64_t *tot)
         ag_put_json_string(f, names[i]);
     }
     fprintf(f, "],\n");
-    ag_engine_stats(f);
+    ag_engine_stats(f, launches_of(tot));
     ag_cupti_stats(f);
     fprintf(f, "}\n");
     int bad = ferror(f);

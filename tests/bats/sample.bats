@@ -17,8 +17,10 @@ setup() {
     coverage_ok "$OUT" "$SAMPLE"
     replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
     if [ "$SAMPLE" = never_repeat ]; then
-        # Nothing repeats: nothing may be replayed, and nothing is held back in vain for long.
+        # Nothing repeats: nothing may be replayed, and nothing is held back in vain for long; after 32
+        # segments in a row that repeated nothing the engine rests (AUTOGRAPH_REST).
         [ "$(stat "$OUT/stats.json" replay.launches_replayed)" = 0 ]
+        [ "$(stat "$OUT/stats.json" replay.rests)" -ge 1 ]
     fi
     if [ -n "${EXPECT_FALLBACK:-}" ]; then
         # A sample that changes shape must show why it fell back.

@@ -24,6 +24,11 @@
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
 #                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
 #                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
+#   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
+#                    segments and launches go straight to the driver (AUTOGRAPH_REST=0: none); one novel
+#                    for 300 iterations, then repeating: replayed once it repeats, nearly as without
+#                    resting; and one that also stops syncing then: the rest ends by its operations;
+#                    identical output in each
 # Usage: guard.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1 case=$2
@@ -185,6 +190,29 @@ own_graph)
     same pc cap
     expect cap "c.get('finalizes') == c.get('detaches') + 1 and c.get('warmed') is True"
     expect_fake cap "finalizes == c['finalizes'] and costly == c['attaches']"
+    ;;
+rests)
+    export AUTOGRAPH_CUPTI=off
+    plain p --no-unhooked --never-repeat --iters 1000
+    shim run -- --no-unhooked --never-repeat --iters 1000
+    same p run
+    # 2000 segments: 1000 of 15 launches, 1000 of one copy to the host (too short to count either way)
+    expect run "s['replay']['rests'] >= 50 and s['replay']['segments_rested'] >= 1200"
+    expect run "s['replay']['launches_eager_through_engine'] <= s['launches'] // 4"
+    shim never AUTOGRAPH_REST=0 -- --no-unhooked --never-repeat --iters 1000
+    same p never
+    expect never "s['replay']['rests'] == 0 and s['replay']['launches_eager_through_engine'] == s['launches']"
+    # Repeating from iteration 300 on: the wake-ups see it, and 15 launches x 700 iterations are mostly
+    # replayed (about 70% of all launches without resting)
+    plain pn --no-unhooked --novel-until 300 --iters 1000
+    shim novel -- --no-unhooked --novel-until 300 --iters 1000
+    same pn novel
+    expect novel "s['replay']['rests'] >= 3 and s['replay']['launches_replayed'] >= 0.6 * s['launches']"
+    # ... and syncing no more from then on: only the rest's operations end it
+    plain ps --no-unhooked --novel-until 300 --sync-until 300 --iters 1000
+    shim nosync -- --no-unhooked --novel-until 300 --sync-until 300 --iters 1000
+    same ps nosync
+    expect nosync "s['replay']['rests_ended_by_operations'] >= 1 and s['replay']['launches_replayed'] >= 0.45 * s['launches']"
     ;;
 gpu_bound)
     # Kernels of 1 ms: a segment's 15 take 15 ms on the fake GPU, so that the judgement (GPU time at

@@ -3,7 +3,7 @@
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
- *                   [--own-graph | --own-capture] [--host-us U]
+ *                   [--novel-until K] [--sync-until K] [--own-graph | --own-capture] [--host-us U]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -12,6 +12,9 @@
  *                  against libcupti would bind them (global scope, where a preloaded shim comes first)
  *   --spin-us U    each deferrable kernel also runs U microseconds on the fake GPU: a GPU-bound loop
  *   --never-repeat every launch has a grid of its own (same results): nothing ever repeats
+ *   --novel-until K  the same in the first K iterations only: the loop repeats from iteration K on
+ *   --sync-until K   only the first K iterations (and the last) end with a sync and a copy to the host:
+ *                  a loop that stops syncing
  *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration
  *   --own-capture  before its loop the program captures a graph of its own (never launched)
  *   --host-us U    the host works U microseconds after the fourth launch of every iteration (as a program
@@ -149,6 +152,7 @@ static void profiler_detach(void)
 int main(int argc, char **argv)
 {
     int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
+    int novel_until = 0, sync_until = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -164,13 +168,18 @@ int main(int argc, char **argv)
             host_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--never-repeat") == 0)
             never_repeat = 1;
+        else if (strcmp(argv[i], "--novel-until") == 0 && i + 1 < argc)
+            novel_until = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--sync-until") == 0 && i + 1 < argc)
+            sync_until = atoi(argv[++i]);
         else if (strcmp(argv[i], "--own-graph") == 0)
             own_graph = 1;
         else if (strcmp(argv[i], "--own-capture") == 0)
             own_capture = 1;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
-                            "[--spin-us U] [--never-repeat] [--own-graph | --own-capture] [--host-us U]\n");
+                            "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--own-graph | --own-capture] "
+                            "[--host-us U]\n");
             return 2;
         }
     }
@@ -229,13 +238,15 @@ int main(int argc, char **argv)
             }
             uint32_t a = 2u * (uint32_t)k + 3u, b = (uint32_t)k + 1u;
             void *p[] = {&x, &a, &b};
-            unsigned grid = never_repeat ? (unsigned)(it * (BEFORE + AFTER) + k + 1) : 1u;
+            unsigned grid = never_repeat || it < novel_until ? (unsigned)(it * (BEFORE + AFTER) + k + 1) : 1u;
             CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
             for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
                 ; /* the host's own work */
         }
         if (own)
             CK(cuGraphLaunch(own, NULL));
+        if (sync_until >= 0 && it >= sync_until && it < iters - 1)
+            continue;
         CK(cuStreamSynchronize(NULL));
         CK(cuMemcpyDtoH(host, x, sizeof host));
         sum = fc_prog_fnv(sum, host, sizeof host);

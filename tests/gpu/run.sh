@@ -162,10 +162,14 @@ if all(v.values()):
     p, o, s = (statistics.median(v[k]) for k in ("plain", "off", "shim"))
     r = [json.load(open(f"{d}/nr{i}.json"))["replay"] for i in range(1, 10)]
     own = statistics.median(x["host_ns_engine_per_eager_launch"] for x in r)
+    per = statistics.median(x["host_ns_engine_per_launch"] for x in r)
     drv = statistics.median(x["host_ns_per_eager_launch"] for x in r)
+    through = statistics.median(x["launches_eager_through_engine"] for x in r)
     print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({o / p:.3f}x) | default {s:.1f} ms ({s / p:.3f}x); "
-          f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f} | engine {own:.0f} ns per launch against "
-          f"the driver's {drv:.0f} ns ({100 * own / drv:.1f}%)")
+          f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f} | engine {per:.0f} ns per launch against "
+          f"the driver's {drv:.0f} ns ({100 * per / drv:.1f}%): {own:.0f} ns on each of the {through:.0f} launches "
+          f"it saw, the others passed while it rested ({statistics.median(x['rests'] for x in r):.0f} rests, "
+          f"{statistics.median(x['segments_rested'] for x in r):.0f} segments)")
 else:
     print("no loop_ms")
 PY

@@ -296,12 +296,41 @@ static void test_plan_learner(void)
     ag_learner_destroy(&s.l);
 }
 
+/* Resting (AUTOGRAPH_REST): after `after` novel segments in a row, rests of 1, 2, 4, 8 and then 16
+ * segments, each followed by one learned segment that decides alone; a segment that repeats ends it and
+ * the next run of novel segments starts again from 1. after = 0: never. */
+static void test_rest(void)
+{
+    ag_rest_t r = {0};
+    for (int i = 0; i < 31; i++)
+        CHECK(ag_rest_segment(&r, 0, 32) == 0);
+    const uint32_t want[] = {1, 2, 4, 8, 16, 16, 16};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        CHECK(ag_rest_segment(&r, 0, 32) == want[i]);
+    CHECK(r.rests == 7 && r.rested == 63);
+    CHECK(ag_rest_segment(&r, 1, 32) == 0); /* repeated: learning again */
+    for (int i = 0; i < 31; i++)
+        CHECK(ag_rest_segment(&r, 0, 32) == 0);
+    CHECK(ag_rest_segment(&r, 0, 32) == 1);
+    /* a repeat in between restarts the count */
+    ag_rest_t q = {0};
+    for (int i = 0; i < 100; i++)
+        CHECK(ag_rest_segment(&q, i % 20 == 19, 32) == 0);
+    CHECK(q.rests == 0);
+    ag_rest_t z = {0};
+    for (int i = 0; i < 1000; i++)
+        CHECK(ag_rest_segment(&z, 0, 0) == 0);
+    ag_rest_t one = {0};
+    CHECK(ag_rest_segment(&one, 0, 1) == 1 && ag_rest_segment(&one, 0, 1) == 2);
+}
+
 int main(void)
 {
     sim_t s;
 
     test_plan_model();
     test_plan_learner();
+    test_rest();
 
     /* Period finder. */
     int32_t scratch[64];
