@@ -50,6 +50,8 @@ static struct {
     uint32_t ngraphs, max_graphs;
     uint64_t clock;
     uint64_t graphs_built, nodes_patched, graphs_evicted;
+    /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
+    uint64_t patched_by[3], patch_drv_ns[3];
     size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
 } G;
 
@@ -399,6 +401,8 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
         if (!same_shape(now, was))
             return -1;
         CUresult r = CUDA_SUCCESS;
+        uint64_t t0 = 0; /* read just before the driver call of a node that changed */
+        int kind = now->kind == OP_KERNEL ? 0 : now->kind == OP_MEMSET ? 1 : 2;
         switch (now->kind) {
         case OP_KERNEL: {
             uint32_t total = now->layout->total;
@@ -408,6 +412,7 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
             CUDA_KERNEL_NODE_PARAMS kp = g->kp[i];
             kp.kernelParams = ag_param_ptrs(now->layout, a);
             kp.extra = NULL;
+            t0 = ag_now_ns();
             r = ag_drv.cuGraphExecKernelNodeSetParams_v2(g->exec, g->nodes[i], &kp);
             if (r == CUDA_SUCCESS)
                 memcpy(b, a, total);
@@ -417,6 +422,7 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
             if (now->dst == was->dst && now->value == was->value)
                 continue;
             CUDA_MEMSET_NODE_PARAMS mp = {now->dst, 0, now->value, now->elem, now->n, 1};
+            t0 = ag_now_ns();
             r = ag_drv.cuGraphExecMemsetNodeSetParams(g->exec, g->nodes[i], &mp, G.ctx);
             if (r == CUDA_SUCCESS) {
                 was->dst = now->dst;
@@ -430,6 +436,7 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
         case OP_H2D: {
             if (now->dst == was->dst && now->hsrc == was->hsrc)
                 continue;
+            t0 = ag_now_ns();
             r = set_copy_node(g, i, 0, now->hsrc, now->dst, NULL, now->n);
             if (r == CUDA_SUCCESS) {
                 was->dst = now->dst;
@@ -443,6 +450,7 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
                 return -1;
             if (now->src == was->src && g->d2h_dst[i] == stage)
                 continue;
+            t0 = ag_now_ns();
             r = set_copy_node(g, i, now->src, NULL, 0, stage, now->n);
             if (r == CUDA_SUCCESS) {
                 was->src = now->src;
@@ -453,6 +461,7 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
         case OP_COPY: {
             if (now->dst == was->dst && now->src == was->src)
                 continue;
+            t0 = ag_now_ns();
             r = set_copy_node(g, i, now->src, NULL, now->dst, NULL, now->n);
             if (r == CUDA_SUCCESS) {
                 was->dst = now->dst;
@@ -466,6 +475,8 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
             return -1;
         }
         G.nodes_patched++;
+        G.patched_by[kind]++;
+        G.patch_drv_ns[kind] += ag_now_ns() - t0;
     }
     return 0;
 }
@@ -533,6 +544,8 @@ void ag_graph_stats(ag_graph_stats_t *out)
     out->built = G.graphs_built;
     out->evicted = G.graphs_evicted;
     out->patched = G.nodes_patched;
+    memcpy(out->patched_by, G.patched_by, sizeof out->patched_by);
+    memcpy(out->patch_drv_ns, G.patch_drv_ns, sizeof out->patch_drv_ns);
     out->live = G.ngraphs;
     out->mem = G.mem;
 }

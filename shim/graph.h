@@ -41,6 +41,7 @@ void *ag_thread_staging(void);
 
 typedef struct {
     uint64_t built, evicted, patched;
+    uint64_t patched_by[3], patch_drv_ns[3]; /* by node kind: kernel, memset, copy */
     uint32_t live;
     size_t mem; /* device memory of the live graphs (estimated) */
 } ag_graph_stats_t;

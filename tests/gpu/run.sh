@@ -44,6 +44,7 @@ torch_line="-"
 T=$(mktemp -d) # the per-run outputs stay here: only a few files come back from $OUT
 if want torch && python3 -c "import torch" 2>/dev/null; then
     lib=$PWD/$BUILD/lib/libautograph.so
+    export PYTHONHASHSEED=0 # one source of layout noise between processes less
     pin=()
     command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
     for i in $(seq "${TORCH_REPS:-7}"); do
@@ -72,7 +73,9 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
       f"{med('plain', 'steady_ms') / med('all', 'steady_ms'):.3f}x | identical losses: {sys.argv[2]} | replayed "
       f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
       + ", ".join(f"{k} {v:.0f}" for k, v in r['host_ns_per_match_phases'].items()) + ") | per step: patch "
-      f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes), graph launches "
+      f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes; in the driver: "
+      + ", ".join(f"{k} {1e3*r['host_ms_patch_driver_by_kind'][k]/200:.0f} us for {r['nodes_patched_by_kind'][k]/200:.1f}"
+                  for k in ("kernel", "memset", "copy")) + "), graph launches "
       f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}; halving plan "
       f"{hr['graph_launches']/200:.1f}) | segments planned {r['segments_planned']} of {r['segments_timed']} timed")
 PY
