@@ -623,9 +623,11 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
     uint64_t per = seg_ops > 64 ? seg_ops : 64;
     atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
     E.nmatch = E.ncand = 0;
-    /* Not timed; a CUPTI window stays open (closing and opening one costs milliseconds on the H200,
-     * while callbacks cost eager launches nothing measurable) and goes on after the rest. */
     E.seg_timed = 0;
+    /* A learning window would watch nothing the engine sees, while CUPTI's kernel records slow the rested
+     * kernels (by about a third on the H200); the next window waits for ATTACH_BACKOFF as usual. */
+    if (E.cupti_learning)
+        cupti_learning(0);
     atomic_store(&ag_engine_on, AG_ENGINE_RESTING);
     AG_LOG_CAPPED(AG_LOG_DEBUG, "%u segments in a row repeated nothing: resting for %u segments",
                   E.rest.novel + 1, n);

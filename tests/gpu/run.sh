@@ -39,7 +39,8 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKI
 # shim replaying (the speed-up) and replaying with the halving chunk plan (AUTOGRAPH_CHUNK_PLAN=halving,
 # against the default modeled plan); TORCH_REPS (7) interleaved runs each, pinned to the same cores
 # (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
-# up to 25%). Ratios of medians of each run's median step (step_us), never a timed assertion.
+# up to 25%; PYTHONHASHSEED and no ASLR take two more sources of layout noise out). Ratios of medians
+# of each run's median step (step_us), never a timed assertion.
 torch_line="-"
 T=$(mktemp -d) # the per-run outputs stay here: only a few files come back from $OUT
 if want torch && python3 -c "import torch" 2>/dev/null; then
@@ -47,6 +48,8 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
     export PYTHONHASHSEED=0 # one source of layout noise between processes less
     pin=()
     command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
+    # and the same address layout in every process (no ASLR), where setarch can turn it off
+    setarch "$(uname -m)" -R true 2>/dev/null && pin=(setarch "$(uname -m)" -R "${pin[@]}")
     for i in $(seq "${TORCH_REPS:-7}"); do
         "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 >"$T/t_plain.out" 2>>"$T/t_plain.err"
         LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
