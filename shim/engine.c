@@ -1038,6 +1038,30 @@ static inline void prefetch_hot(const kcall_t *c)
     ag_layout_prefetch(c->f);
 }
 
+/* Before the lock, once the hot fields asked for by prefetch_hot have arrived: the lines found through
+ * them that a held-back launch goes on to (the candidates' next signatures, the kernel's layout, the
+ * first arena lines), asked for now so that they arrive while the context is queried and the lock
+ * taken. Read without the lock: a value another thread changes meanwhile only makes a useless
+ * prefetch (prefetches never fault; layouts are never freed). */
+static inline void prefetch_early(CUfunction f)
+{
+    int n = __atomic_load_n(&E.nmatch, __ATOMIC_RELAXED);
+    if (n <= 0)
+        return; /* nothing expected: the launch goes on eagerly */
+    uint32_t pos = __atomic_load_n(&E.learner.chunk_pos, __ATOMIC_RELAXED);
+    for (int i = 0; i < n && i < AG_MAX_CANDIDATES; i++)
+        __builtin_prefetch(__atomic_load_n(&E.msigs[i], __ATOMIC_RELAXED) + pos);
+    const ag_layout_t *l = __atomic_load_n(&ag_layouts[ag_layout_slot(f)], __ATOMIC_RELAXED);
+    if (l)
+        __builtin_prefetch(l);
+    unsigned char *a = __atomic_load_n(&E.arena, __ATOMIC_RELAXED);
+    size_t used = __atomic_load_n(&E.arena_used, __ATOMIC_RELAXED);
+    if (a) {
+        __builtin_prefetch(a + used, 1);
+        __builtin_prefetch(a + used + 64, 1);
+    }
+}
+
 /* Under the lock: the lines a held-back launch goes on to, found through the hot fields, and the
  * arena lines its argument block (args bytes) will be written to. */
 static inline void prefetch_arrive(uint32_t args)
@@ -1099,6 +1123,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
         }
     }
     uint64_t sig = ok ? ag_op_sig(&o) : 0;
+    prefetch_early(c->f);
     if (t0 && sample_phased)
         sample_ts[TS_RECORD] = ag_now_ns();
     if (!enter())
