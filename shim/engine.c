@@ -1041,24 +1041,29 @@ static inline void prefetch_hot(const kcall_t *c)
 /* Before the lock, once the hot fields asked for by prefetch_hot have arrived: the lines found through
  * them that a held-back launch goes on to (the candidates' next signatures, the kernel's layout, the
  * first arena lines), asked for now so that they arrive while the context is queried and the lock
- * taken. Read without the lock: a value another thread changes meanwhile only makes a useless
- * prefetch (prefetches never fault; layouts are never freed). */
+ * taken. Read without the lock (relaxed atomic loads of fields written under it: a race by the letter
+ * of C11, on values used only as prefetch addresses): a value another thread changes meanwhile only
+ * makes a useless prefetch (prefetches never fault; layouts are never freed). */
 static inline void prefetch_early(CUfunction f)
 {
     int n = __atomic_load_n(&E.nmatch, __ATOMIC_RELAXED);
     if (n <= 0)
         return; /* nothing expected: the launch goes on eagerly */
-    uint32_t pos = __atomic_load_n(&E.learner.chunk_pos, __ATOMIC_RELAXED);
-    for (int i = 0; i < n && i < AG_MAX_CANDIDATES; i++)
-        __builtin_prefetch(__atomic_load_n(&E.msigs[i], __ATOMIC_RELAXED) + pos);
+    /* addresses computed as integers: a stale position or fill may point past an allocation */
+    uintptr_t pos = __atomic_load_n(&E.learner.chunk_pos, __ATOMIC_RELAXED);
+    for (int i = 0; i < n && i < AG_MAX_CANDIDATES; i++) {
+        uintptr_t m = (uintptr_t)__atomic_load_n(&E.msigs[i], __ATOMIC_RELAXED);
+        if (m)
+            __builtin_prefetch((const void *)(m + pos * sizeof(uint64_t)));
+    }
     const ag_layout_t *l = __atomic_load_n(&ag_layouts[ag_layout_slot(f)], __ATOMIC_RELAXED);
     if (l)
         __builtin_prefetch(l);
-    unsigned char *a = __atomic_load_n(&E.arena, __ATOMIC_RELAXED);
-    size_t used = __atomic_load_n(&E.arena_used, __ATOMIC_RELAXED);
+    uintptr_t a = (uintptr_t)__atomic_load_n(&E.arena, __ATOMIC_RELAXED);
+    uintptr_t used = __atomic_load_n(&E.arena_used, __ATOMIC_RELAXED);
     if (a) {
-        __builtin_prefetch(a + used, 1);
-        __builtin_prefetch(a + used + 64, 1);
+        __builtin_prefetch((const void *)(a + used), 1);
+        __builtin_prefetch((const void *)(a + used + 64), 1);
     }
 }
 

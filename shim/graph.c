@@ -244,7 +244,8 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
         if (c->ops[i].kind == OP_D2H && !(g->d2h_dst[i] = ag_thread_staging()))
             goto fail;
     memcpy(g->ops, c->ops, sizeof *g->ops * n);
-    memcpy(g->args, c->arena, c->arena_used);
+    if (c->arena_used) /* a chunk without kernels may have no arena at all */
+        memcpy(g->args, c->arena, c->arena_used);
 
     CUstream streams[AG_MAX_STREAMS];
     uint8_t *sidx = malloc(n ? n : 1);

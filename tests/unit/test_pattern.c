@@ -356,6 +356,7 @@ int main(void)
     sim_op(&s, BARRIER);
     CHECK(frac(&s) > 0.85);
     CHECK(s.fallbacks == 0);
+    ag_learner_destroy(&s.l);
     /* Without the ramp (AUTOGRAPH_CHUNK_FIRST=0) only the tail shrinks. */
     sim_init_first(&s, 128, 0);
     for (int it = 0; it < 6; it++)
@@ -366,6 +367,7 @@ int main(void)
     CHECK(s.nlens == (int)(sizeof want0 / sizeof *want0));
     for (int i = 0; i < s.nlens && i < (int)(sizeof want0 / sizeof *want0); i++)
         CHECK(s.lens[i] == want0[i]);
+    ag_learner_destroy(&s.l);
     /* Timed by CUPTI, the tail stops halving where the GPU work left is about one graph launch's cost
      * (8 us): kernels of 0.5 us stop it at 16 operations, kernels of 50 us only at the last one. */
     struct {
@@ -463,6 +465,7 @@ int main(void)
         sim_op(&s, K(i % 50, 0));
     for (int i = 0; i < s.nlens; i++)
         CHECK(s.lens[i] == 16);
+    ag_learner_destroy(&s.l);
 
     /* A stream that never syncs and never repeats is searched for a period less and less often (a search
      * reads the whole window): every 256 operations at first, then twice as far apart each time, up to
