@@ -59,7 +59,7 @@
         ag_hook_depth++;                                                                              \
         int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
         CUresult r_;                                                                                  \
-        if (on_ == AG_ENGINE_ACTIVE || (barrier_when_resting && on_ == AG_ENGINE_RESTING)) {          \
+        if (on_ == AG_ENGINE_ACTIVE || ((barrier_when_resting) && on_ == AG_ENGINE_RESTING)) {        \
             r_ = AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args);                                     \
         } else {                                                                                      \
             if (on_ == AG_ENGINE_RESTING)                                                             \
