@@ -20,7 +20,7 @@
 static dt_sum_t S = {DT_FNV_OFFSET, 0, 0, "directed"};
 static const char *g_name;
 static CUmodule mod;
-static CUfunction f_step, f_addto, f_store;
+static CUfunction f_step, f_addto, f_store, f_nccl;
 static CUdeviceptr X, Y, Z;
 static float *P, *P2; /* pinned: P for async copies, P2 written by kernels directly (zero copy) */
 static CUstream s1, s2;
@@ -509,6 +509,35 @@ static void t_coop_launch(void)
     }
 }
 
+/* An NCCL kernel waits on its peers in other processes, which may wait on this one's progress: it is
+ * issued at the call, and so is everything launched before it. Right after its launch returns, the
+ * program counts the kernels that reached a stream (fakecuda's kernels_queued, which another process
+ * would see progress on): all it launched so far, with and without the shim. The kernel (named as
+ * NCCL's are) does the work of dt_addto. */
+static void t_nccl_kernel(void)
+{
+    CK(cuCtxSynchronize());
+    fakecuda_stats_t st;
+    fakecuda_stats(&st);
+    unsigned long long base = st.kernels_queued, launched = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        int n = N;
+        void *args[] = {&Z, &Y, &n};
+        CK(cuLaunchKernel(f_nccl, 4, 1, 1, 256, 1, 1, 0, s1, args, NULL));
+        launched += 5;
+        fakecuda_stats(&st);
+        long long behind = (long long)launched - (long long)(st.kernels_queued - base);
+        observe(r, &behind, sizeof behind);
+        CK(step(s1, X, 0.25f)); /* more work before the sync: the launch sits inside the round */
+        launched++;
+        CK(cuStreamSynchronize(s1));
+        float z[OBS];
+        CK(cuMemcpyDtoH(z, Z, sizeof z));
+        observe(r, z, sizeof z);
+    }
+}
+
 /* Destroying an event whose record is still held back: the record goes first (issued afterwards it
  * would fail, which only the shim's warning would show). */
 static void t_event_destroy(void)
@@ -564,7 +593,8 @@ int main(int argc, char **argv)
     g_name = argv[1];
     static const size_t sz[3] = {8, 8, 4}, szs[3] = {8, 4, 4};
     if (fakecuda_register_kernel("dt_step", k_step, 3, szs) || fakecuda_register_kernel("dt_addto", k_addto, 3, sz) ||
-        fakecuda_register_kernel("dt_store", k_store, 3, sz))
+        fakecuda_register_kernel("dt_store", k_store, 3, sz) ||
+        fakecuda_register_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", k_addto, 3, sz))
         return 2;
     CUdevice dev;
     CUcontext ctx;
@@ -573,6 +603,7 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&f_step, mod, "dt_step"));
     CK(cuModuleGetFunction(&f_addto, mod, "dt_addto"));
     CK(cuModuleGetFunction(&f_store, mod, "dt_store"));
+    CK(cuModuleGetFunction(&f_nccl, mod, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
     CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     CK(cuStreamCreate(&s2, CU_STREAM_DEFAULT));
     CK(cuMemAlloc(&X, N * 4));
@@ -615,6 +646,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
+    else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;

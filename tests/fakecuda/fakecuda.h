@@ -80,6 +80,8 @@ typedef struct {
     unsigned long long nodes_executed;   /* operations run that came from graph launches */
     unsigned long long syncs;            /* stream/event/context synchronize calls */
     unsigned long long ops_executed;     /* every queued operation run */
+    unsigned long long kernels_queued;   /* kernels queued to a stream (not captured), eager or as graph
+                                          * nodes: what another process could see progress on */
 } fakecuda_stats_t;
 
 void fakecuda_stats(fakecuda_stats_t *out);

@@ -135,6 +135,7 @@ CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     op->seq = ++fc_g.seq;
+    if (op->kind == FC_OP_KERNEL) fc_g.stats.kernels_queued++;
     if (s->tail) s->tail->next = op;
     else s->head = op;
     s->tail = op;

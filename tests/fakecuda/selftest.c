@@ -327,6 +327,9 @@ static void test_capture(void)
     CUevent fork, join;
     OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
     OK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+    fakecuda_stats_t fs;
+    fakecuda_stats(&fs);
+    unsigned long long queued0 = fs.kernels_queued;
     OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
@@ -337,6 +340,8 @@ static void test_capture(void)
     OK(cuEventRecord(join, s2));
     OK(cuStreamWaitEvent(s, join, 0));
     launch_add(s, x, 3, 16);
+    fakecuda_stats(&fs);
+    CHECK(fs.kernels_queued == queued0); /* captured launches are not queued */
     cuuint64_t id;
     const CUgraphNode *deps;
     size_t nd;
@@ -450,6 +455,7 @@ static void test_graph(void)
     fakecuda_stats_t st;
     fakecuda_stats(&st);
     CHECK(st.graphs_launched == 1 && st.nodes_executed == 4 && st.kernels_executed == 2);
+    CHECK(st.kernels_queued == 2); /* the graph's two kernel nodes, queued at its launch */
     /* exec kernel-node params: x += 6 instead of 4 */
     v = 6;
     OK(cuGraphExecKernelNodeSetParams(ex, ka, &kp));
