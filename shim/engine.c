@@ -629,8 +629,8 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
     if (E.cupti_learning)
         cupti_learning(0);
     atomic_store(&ag_engine_on, AG_ENGINE_RESTING);
-    AG_LOG_CAPPED(AG_LOG_DEBUG, "%u segments in a row repeated nothing: resting for %u segments",
-                  E.rest.novel + 1, n);
+    AG_LOG_CAPPED(AG_LOG_DEBUG, "no work repeated lately: resting for %u segments (rest %llu)", n,
+                  (unsigned long long)E.rest.rests);
 }
 
 static void rest_end(void)
