@@ -663,6 +663,7 @@ static void barrier(uint64_t kind, int reason)
             return; /* this segment was sat out too */
         rest_end(); /* the next one is learned */
     }
+    uint64_t content = E.learner.content; /* of the segment ending here (since a virtual barrier, if any) */
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
@@ -684,7 +685,7 @@ static void barrier(uint64_t kind, int reason)
     int repeated = E.rseg_repeated >= REST_MIN_OPS;
     E.rseg_op0 = E.ops;
     E.rseg_repeated = 0;
-    uint32_t n = seg_ops >= REST_MIN_OPS ? ag_rest_segment(&E.rest, repeated, E.rest_after) : 0;
+    uint32_t n = seg_ops >= REST_MIN_OPS ? ag_rest_segment(&E.rest, repeated, content, E.rest_after) : 0;
     if (n && !E.npending)
         rest_begin(n, seg_ops);
 }

@@ -520,8 +520,11 @@ void ag_learner_unlock_period(ag_learner_t *l)
     l->check_every = PERIOD_CHECK;
 }
 
-uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint32_t after)
+uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint64_t content, uint32_t after)
 {
+    uint64_t *slot = &r->contents[(content ^ (content >> 32)) % AG_REST_CONTENTS];
+    repeated |= *slot == content;
+    *slot = content;
     if (repeated) {
         r->novel = 0;
         r->next = 0;

@@ -215,23 +215,30 @@ void ag_learner_succeeded(ag_variant_t *v);
 void ag_learner_unlock_period(ag_learner_t *l);
 
 /* ---- resting: a program whose work never repeats (pattern.c) ----
- * After `after` (AUTOGRAPH_REST) segments in a row that repeated nothing seen before, the engine rests:
+ * After `after` (AUTOGRAPH_REST) segments in a row that repeated nothing seen before (neither a chunk
+ * the learner knew nor the segment's whole content, wherever in the iteration it came), the engine rests:
  * the next segments go straight to the driver, untouched (no learner, no lock), 1 of them at first,
  * then twice as many each time up to AG_REST_MAX; one segment is learned between two rests, and one
  * that repeats something ends resting until the next run of `after` novel segments. A segment learned
  * right after a rest starts from the same point of the learner (the barrier's kind), so work that
  * repeats shows up between two rests whatever came before it. */
 #define AG_REST_MAX 16
+#define AG_REST_CONTENTS 256 /* contents of recent segments remembered (direct-mapped) */
 
 typedef struct {
     uint32_t novel; /* segments in a row that repeated nothing */
     uint32_t next;  /* segments the next rest sits out (0: 1) */
     uint64_t rests, rested; /* rests begun, and the segments they were to sit out */
+    uint64_t contents[AG_REST_CONTENTS];
 } ag_rest_t;
 
-/* A segment with operations ended; it repeated something seen before (repeated = 1) or nothing.
- * Returns how many segments to sit out from now (0: go on learning). after = 0: never rest. */
-uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint32_t after);
+/* A segment with operations ended, its content hashed as `content` (the learner's, which does not
+ * depend on what came before it); repeated: a chunk of it was seen before. A segment whose content was
+ * seen before counts as repeated too: a program with more syncs per iteration than `after`, each
+ * segment new in its first iteration, is not taken for one that never repeats once its second
+ * iteration comes. Returns how many segments to sit out from now (0: go on learning). after = 0:
+ * never rest. */
+uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint64_t content, uint32_t after);
 
 /* Smallest period of s[0..n) (n if none): exposed for the unit tests. */
 uint32_t ag_smallest_period(const uint64_t *s, uint32_t n, int32_t *scratch);

@@ -27,8 +27,9 @@
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
 #                    segments and launches go straight to the driver (AUTOGRAPH_REST=0: none); one novel
 #                    for 300 iterations, then repeating: replayed once it repeats, nearly as without
-#                    resting; and one that also stops syncing then: the rest ends by its operations;
-#                    identical output in each
+#                    resting; one that also stops syncing then: the rest ends by its operations; and
+#                    40 syncing segments per iteration, each new in the first: it rests there at most,
+#                    and replays about as much as without resting; identical output in each
 # Usage: guard.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1 case=$2
@@ -213,6 +214,11 @@ rests)
     shim nosync -- --no-unhooked --novel-until 300 --sync-until 300 --iters 1000
     same ps nosync
     expect nosync "s['replay']['rests_ended_by_operations'] >= 1 and s['replay']['launches_replayed'] >= 0.45 * s['launches']"
+    # ... and 40 distinct syncing segments per iteration (about 95% replayed without resting)
+    plain pm --no-unhooked --segments 40 --iters 60
+    shim many -- --no-unhooked --segments 40 --iters 60
+    same pm many
+    expect many "s['replay']['segments_rested'] <= 40 and s['replay']['launches_replayed'] >= 0.9 * s['launches']"
     ;;
 gpu_bound)
     # Kernels of 1 ms: a segment's 15 take 15 ms on the fake GPU, so that the judgement (GPU time at

@@ -3,7 +3,8 @@
  * (fakecuda_unhooked_launch) on the same buffer, whose result depends on running after the kernels
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
- *                   [--novel-until K] [--sync-until K] [--own-graph | --own-capture] [--host-us U]
+ *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
+ *                   [--host-us U]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -15,6 +16,8 @@
  *   --novel-until K  the same in the first K iterations only: the loop repeats from iteration K on
  *   --sync-until K   only the first K iterations (and the last) end with a sync and a copy to the host:
  *                  a loop that stops syncing
+ *   --segments K   each iteration first runs K segments of 4 launches and a sync, each segment with
+ *                  grids of its own (the same in every iteration): K distinct syncing segments
  *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration
  *   --own-capture  before its loop the program captures a graph of its own (never launched)
  *   --host-us U    the host works U microseconds after the fourth launch of every iteration (as a program
@@ -152,7 +155,7 @@ static void profiler_detach(void)
 int main(int argc, char **argv)
 {
     int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
-    int novel_until = 0, sync_until = -1;
+    int novel_until = 0, sync_until = -1, segments = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -172,13 +175,16 @@ int main(int argc, char **argv)
             novel_until = atoi(argv[++i]);
         else if (strcmp(argv[i], "--sync-until") == 0 && i + 1 < argc)
             sync_until = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--segments") == 0 && i + 1 < argc)
+            segments = atoi(argv[++i]);
         else if (strcmp(argv[i], "--own-graph") == 0)
             own_graph = 1;
         else if (strcmp(argv[i], "--own-capture") == 0)
             own_capture = 1;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
-                            "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--own-graph | --own-capture] "
+                            "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
+                            "[--own-graph | --own-capture] "
                             "[--host-us U]\n");
             return 2;
         }
@@ -228,6 +234,14 @@ int main(int argc, char **argv)
     }
     uint64_t sum = 1469598103934665603ULL;
     for (int it = 0; it < iters; it++) {
+        for (int seg = 0; seg < segments; seg++) {
+            for (int k = 0; k < 4; k++) {
+                uint32_t a = 3u, b = (uint32_t)(seg * 4 + k);
+                void *p[] = {&x, &a, &b};
+                CK(cuLaunchKernel(affine, (unsigned)(seg * 4 + k + 2), 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+            }
+            CK(cuStreamSynchronize(NULL));
+        }
         if (profiler && it == iters / 2)
             profiler_attach();
         for (int k = 0; k < BEFORE + AFTER; k++) {
