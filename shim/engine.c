@@ -125,6 +125,9 @@ static struct {
      * it was deferred */
     uint64_t seg_op0, seg_t0;
     uint32_t seg_kernels;
+    /* kernels issued eagerly through the engine (the rested ones never reach it); beside seg_kernels,
+     * which the same launches write */
+    uint64_t eager_kernels;
     /* seg_whole: the timed segment started at a barrier (not when CUPTI attached mid-segment);
      * window_whole: segments timed whole since the window opened (see hold_for_timing) */
     int seg_whole, window_whole;
@@ -151,8 +154,6 @@ static struct {
     ag_rest_t rest;
     uint64_t rest_ended_by_ops, rested_segments;
     atomic_llong rest_ops_left;
-    /* kernels issued eagerly through the engine (the rested ones never reach it) */
-    uint64_t eager_kernels;
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
@@ -1068,19 +1069,17 @@ static inline void prefetch_early(CUfunction f)
     }
 }
 
-/* Under the lock: the lines a held-back launch goes on to, found through the hot fields, and the
- * arena lines its argument block (args bytes) will be written to. */
+/* Under the lock: the other lines a held-back launch goes on to (the candidates' signatures and the
+ * first two arena lines were asked for by prefetch_early), and the rest of the arena lines its argument
+ * block (args bytes) will be written to. */
 static inline void prefetch_arrive(uint32_t args)
 {
     uint32_t pos = E.learner.chunk_pos;
-    for (int i = 0; i < E.nmatch; i++)
-        if (E.mlen[i] > pos)
-            __builtin_prefetch(&E.msigs[i][pos]);
     if (E.npending < E.cap_pending)
         __builtin_prefetch(&E.pending[E.npending], 1);
     /* this launch's arguments, for writing (up to 4 KB: AdamW's multi-tensor blocks) */
     size_t end = E.arena_used + (args < 4096 ? args : 4096);
-    for (size_t off = E.arena_used & ~(size_t)63; off < E.arena_cap && off < end; off += 64)
+    for (size_t off = (E.arena_used & ~(size_t)63) + 128; off < E.arena_cap && off < end; off += 64)
         __builtin_prefetch(E.arena + off, 1);
     __builtin_prefetch(&E.learner.chunk_sigs[pos], 1);
     __builtin_prefetch(&E.learner.ring[E.learner.ring_total % AG_PERIOD_WINDOW], 1);
@@ -1347,12 +1346,14 @@ static CUresult eager_d2h(const void *p)
 /* A device-to-host copy CUDA makes blocking (the synchronous form, or the asynchronous form into
  * pageable memory) may be the last node of a graph: the graph copies into a staging buffer of ours,
  * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
+#define D2H_KIND 0xd2b0ULL /* the barrier a blocking device-to-host copy makes */
+
 static CUresult d2h_common(const dcall_t *c, int async)
 {
     if (!enter())
         return eager_d2h(c);
     if (E.rest_left) { /* resting: only the end of a segment, maybe */
-        barrier(0xd2b0ULL, FB_BARRIER);
+        barrier(D2H_KIND, FB_BARRIER);
         leave();
         return eager_d2h(c);
     }
@@ -1381,7 +1382,7 @@ static CUresult d2h_common(const dcall_t *c, int async)
     uint64_t sig;
     op_arrive(&o, NULL, NULL, 0, &sig, NULL);
     tl_timed_op = 0; /* issued below, not through issue_now: its driver time (the GPU's wait) is not timed */
-    barrier(0xd2b0ULL, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
+    barrier(D2H_KIND, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
     const void *stage = E.copyout;
     E.copyout = NULL;
     if (stage)
