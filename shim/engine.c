@@ -1062,7 +1062,6 @@ AG_HOT static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurren
          * back), and this call passes. */
         if (E.npending && tl_holds == E.drains + 1)
             barrier(0xc0ffee, FB_CONTEXT);
-        ag_launcher_wait(); /* and what was posted */
         return 0;
     }
     return 1;
@@ -1077,13 +1076,11 @@ AG_HOT static int enter(void)
     CUcontext ctx = NULL;
     CUresult qr = query ? query(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
     /* Another context's call passes without the lock unless this thread has work held back (which then
-     * goes first, in its order), after what the launcher has in flight. CUDA orders two contexts' work only through a sync or an event, and
+     * goes first, in its order). CUDA orders two contexts' work only through a sync or an event, and
      * those take the locked path. E.ctx was set before ctx_query was published, and never changes. */
     if (query && qr == CUDA_SUCCESS && ctx != E.ctx &&
-        tl_holds != __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE) + 1) {
-        ag_launcher_wait(); /* a chunk this thread posted goes first (an event the call waits for, say) */
+        tl_holds != __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE) + 1)
         return 0;
-    }
     pthread_mutex_lock(&E.lock);
     if (enter_locked(ctx, qr, query))
         return 1;
