@@ -13,7 +13,6 @@
 
 #include "engine.h"
 #include "graph.h"
-#include "launcher.h"
 #include "pattern.h"
 #include "record.h"
 
@@ -141,17 +140,9 @@ static struct {
     struct {
         CUevent ev[2 * SAMPLE_LAUNCHES];
         int n, full, broken;
-        uint64_t count, next_at, windows, launches; /* count: graph launches seen (on either thread) */
+        uint64_t next_at, windows, launches;
         double busy_ms, span_ms;
     } S;
-    /* AUTOGRAPH_LAUNCHER: 1 while the launcher thread runs chunks that end mid-segment, 2 wanted but not
-     * started yet (at the first such chunk), 0 off or failed to start */
-    int launcher;
-    /* chunks the launcher issued eagerly (its patch or launch failed), by reason; its own time patching
-     * and launching (written by the launcher thread, read once it is waited for) */
-    atomic_ullong launcher_fb[FB_COUNT];
-    atomic_ullong launcher_eager_kernels; /* counted as replayed when posted: not replayed after all */
-    uint64_t launcher_patch_ns, launcher_launch_ns;
     /* signatures of operations that failed when issued: never held back */
     uint64_t tainted[16]; /* ntainted is with the hot fields */
     /* Resting (AUTOGRAPH_REST, ag_rest_segment): the current real segment (from the last real barrier;
@@ -213,7 +204,6 @@ static uint32_t est_gpu_ns(const ag_op_t *o)
 
 static void disable(const char *why, CUresult r)
 {
-    ag_launcher_wait();
     E.disabled = 1;
     atomic_store(&ag_engine_on, 0);
     ag_log(AG_LOG_ERROR, "engine disabled (%s, CUDA error %d); the program goes on with plain launches", why, (int)r);
@@ -372,10 +362,8 @@ static void sighted(ag_variant_t *v)
     if (guarded)
         return;
     if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
-        ag_cupti_can_guard() && (!E.detached_t || ag_now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns)) {
-        ag_launcher_wait(); /* nothing of ours in flight while CUPTI attaches */
+        ag_cupti_can_guard() && (!E.detached_t || ag_now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
         cupti_learning(1);
-    }
 }
 
 /* ---- arena and pending operations ---- */
@@ -433,7 +421,6 @@ static void drained(void)
  * reports the sticky error if there is one. */
 static void flush_eager(int reason)
 {
-    ag_launcher_wait(); /* what was posted goes first; and the caller may issue an operation next */
     if (!E.npending)
         return;
     if (reason >= 0)
@@ -480,16 +467,15 @@ static void sample_collect(void)
         E.S.span_ms += span;
     }
     E.S.full = 0;
-    E.S.next_at = E.S.count + SAMPLE_EVERY;
+    E.S.next_at = E.graph_launches + SAMPLE_EVERY;
 }
 
 /* Before a graph launch onto `s`: the slot of this launch in the sample window (its start event
  * recorded), or -1 when this launch is not sampled. */
 static int sample_begin(CUstream s)
 {
-    uint64_t n = E.S.count++;
     sample_collect();
-    if (E.S.broken || E.S.full || n < E.S.next_at)
+    if (E.S.broken || E.S.full || E.graph_launches < E.S.next_at)
         return -1;
     ag_guard++;
     CUresult r = CUDA_SUCCESS;
@@ -523,93 +509,11 @@ static void sample_end(int k, CUstream s, CUresult launched)
     }
 }
 
-/* ---- the launcher (AUTOGRAPH_LAUNCHER=thread) ---- */
-
-/* On the launcher thread: a posted chunk's graph patched and launched. Where the driver refuses, the
- * chunk's operations are issued eagerly, in order, as flush_eager would, and the graph is marked failed
- * (the engine releases it at the variant's next completion; later posts of it are issued eagerly too). */
-static void launcher_run(ag_job_t *j)
-{
-    ag_graph_t *g = j->g;
-    const ag_chunk_t *c = &j->c;
-    int failed = ag_graph_failed(g), reason = failed ? failed - 1 : -1;
-    uint64_t t0 = ag_now_ns();
-    if (reason < 0 && ag_graph_patch(g, c) != 0) {
-        reason = FB_PATCH_FAILED; /* the exec may hold a mix of old and new arguments now */
-        ag_graph_set_failed(g, reason + 1);
-    }
-    uint64_t t1 = ag_now_ns();
-    if (reason < 0) {
-        CUstream s0 = c->ops[0].stream;
-        int k = sample_begin(s0);
-        CUresult r = ag_graph_launch(g, c);
-        sample_end(k, s0, r);
-        if (r != CUDA_SUCCESS) {
-            AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
-            reason = FB_LAUNCH_FAILED;
-            ag_graph_set_failed(g, reason + 1);
-        }
-    }
-    if (reason >= 0) {
-        for (uint32_t i = 0; i < c->n; i++) {
-            CUresult r = ag_issue(&c->ops[i], c->ops[i].stream, c->arena);
-            if (r != CUDA_SUCCESS)
-                AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
-            if (c->ops[i].kind == OP_KERNEL)
-                atomic_fetch_add_explicit(&E.launcher_eager_kernels, 1, memory_order_relaxed);
-        }
-        atomic_fetch_add_explicit(&E.launcher_fb[reason], 1, memory_order_relaxed);
-    }
-    E.launcher_patch_ns += t1 - t0;
-    E.launcher_launch_ns += ag_now_ns() - t1;
-}
-
-/* Whether the pending chunk, which variant v's graph g completes, goes to the launcher: not at a
- * barrier (the caller waits for the GPU or issues the barrier's own call next: nothing to overlap),
- * not while CUPTI is attached (its callbacks must never wait for the launcher), and without host
- * copies (their staging buffers and copy-outs are the application thread's). */
-static int postable(ag_graph_t *g, int at_barrier)
-{
-    if (!g || at_barrier || !E.launcher || E.cupti_learning || ag_cupti_attached())
-        return 0;
-    for (uint32_t i = 0; i < E.npending; i++)
-        if (E.pending[i].kind == OP_H2D || E.pending[i].kind == OP_D2H)
-            return 0;
-    if (E.launcher == 2)
-        E.launcher = ag_launcher_start(E.ctx, launcher_run) == 0;
-    return E.launcher;
-}
-
-/* The pending operations are exactly variant v: launch its graph (built now if it has none), here or
- * on the launcher thread. at_barrier: the chunk ends at a real barrier. */
-static void complete(ag_variant_t *v, int at_barrier)
+/* The pending operations are exactly variant v: launch its graph (built now if it has none). */
+static void complete(ag_variant_t *v)
 {
     uint64_t t0 = ag_now_ns();
     ag_graph_t *g = v->graph;
-    if (g && ag_graph_failed(g)) {
-        /* The launcher issued a chunk of it eagerly: its patch or launch failed. */
-        int launch_failed = ag_graph_failed(g) - 1 == FB_LAUNCH_FAILED;
-        ag_graph_release(v, NULL);
-        g = NULL;
-        if (launch_failed) {
-            v->ungraphable = 1;
-            flush_eager(-1); /* counted by the launcher */
-            return;
-        }
-    }
-    if (postable(g, at_barrier)) {
-        for (uint32_t i = 0; i < E.npending; i++)
-            E.replayed += E.pending[i].kind == OP_KERNEL;
-        E.graph_launches++;
-        ag_launcher_post(g, &E.pending, E.npending, &E.cap_pending, &E.arena, E.arena_used, &E.arena_cap);
-        drained();
-        ag_learner_succeeded(v);
-        uint64_t t1 = ag_now_ns();
-        E.launch_ns += t1 - t0;
-        E.replay_host_ns += t1 - t0;
-        return;
-    }
-    ag_launcher_wait(); /* what was posted goes first */
     ag_chunk_t c = chunk();
     int fresh = 0;
     if (!g) {
@@ -754,7 +658,6 @@ void ag_engine_rest_tick(void)
 /* A barrier: an observing call, a stream switch, or an undeferrable operation. */
 static void barrier(uint64_t kind, int reason)
 {
-    ag_launcher_wait(); /* the barrier's own call, or an eager operation, follows */
     if (E.rest_left) {
         E.rested_segments++;
         if (--E.rest_left)
@@ -772,7 +675,7 @@ static void barrier(uint64_t kind, int reason)
     segment_begin();
     if (c) {
         if (v == c)
-            complete(c, 1);
+            complete(c);
         else
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
@@ -825,7 +728,6 @@ static int init_engine(CUcontext ctx)
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
     E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
-    E.launcher = ag_opt(AG_OPT_LAUNCHER)->num == AG_LAUNCHER_THREAD ? 2 : 0;
     E.timer_ns = timer_cost();
     ag_learner_watch(&E.learner, ag_cupti_attached()); /* guard and always modes: attached from the start */
     segment_begin();
@@ -992,7 +894,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
         if (c) {
             if (v == c)
-                complete(c, 0);
+                complete(c);
             else
                 flush_eager(FB_MISMATCH);
         }
@@ -1007,7 +909,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
 AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel,
                                  uint64_t op, uint64_t t0)
 {
-    ag_launcher_wait(); /* this thread's posted chunks go first */
     ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
     uint64_t timed = tl_timed_op, ts = t0;
     if (timed) {
@@ -1644,7 +1545,6 @@ void ag_engine_guard_lost(void)
 
 void ag_engine_fork_child(void)
 {
-    ag_launcher_fork_child();
     /* CUDA cannot be used in a forked child; the child's calls go straight to the driver. */
     pthread_mutex_init(&E.lock, NULL);
     atomic_store(&ctx_query, NULL);
@@ -1655,7 +1555,6 @@ void ag_engine_fork_child(void)
 void ag_engine_fork_prepare(void)
 {
     pthread_mutex_lock(&E.lock);
-    ag_launcher_wait(); /* no driver call of ours in flight across the fork */
 }
 
 void ag_engine_fork_parent(void)
@@ -1672,10 +1571,9 @@ void ag_engine_start(void)
 void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
 {
     pthread_mutex_lock(&E.lock);
-    ag_launcher_wait();
     ag_graph_stats_t gs;
     ag_graph_stats(&gs);
-    *replayed = E.replayed - atomic_load(&E.launcher_eager_kernels);
+    *replayed = E.replayed;
     *graphs = gs.built;
     pthread_mutex_unlock(&E.lock);
 }
@@ -1683,16 +1581,6 @@ void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
 void ag_engine_stats(FILE *f, uint64_t launches)
 {
     pthread_mutex_lock(&E.lock);
-    ag_launcher_wait();
-    ag_launcher_stats_t ls;
-    ag_launcher_stats(&ls);
-    /* chunks posted to the launcher were counted as replayed and launched; those it issued eagerly
-     * were not */
-    unsigned long long launcher_fb = 0;
-    for (int i = 0; i < FB_COUNT; i++)
-        launcher_fb += atomic_load(&E.launcher_fb[i]);
-    uint64_t replayed = E.replayed - atomic_load(&E.launcher_eager_kernels);
-    uint64_t graph_launches = E.graph_launches - launcher_fb;
     ag_graph_stats_t gs;
     ag_graph_stats(&gs);
     double per_match = E.match_timed ? (double)E.match_ns / (double)E.match_timed : 0;
@@ -1703,7 +1591,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     double per_own = own_timed ? (double)atomic_load(&E.eager_own_ns) / (double)own_timed : 0;
     /* over every launch: the ones passed while resting cost the engine nothing */
     double per_launch = launches ? per_own * (double)E.eager_kernels / (double)launches : 0;
-    double saved_ms = ((double)replayed * per_eager - (double)E.replay_host_ns -
+    double saved_ms = ((double)E.replayed * per_eager - (double)E.replay_host_ns -
                        (double)E.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_device_bytes\": %zu,\n    \"graphs_evicted\": %llu,\n"
@@ -1718,8 +1606,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
-            (unsigned long long)E.deferred, (unsigned long long)replayed, (unsigned long long)gs.built, gs.live, gs.mem,
-            (unsigned long long)gs.evicted, (unsigned long long)graph_launches, (unsigned long long)gs.patched,
+            (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
+            (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
             per_match, per_match_lock, per_eager, per_own, (unsigned long long)E.eager_kernels, per_launch,
             (unsigned long long)E.rest.rests, (unsigned long long)E.rested_segments,
             (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
@@ -1741,18 +1629,9 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     fprintf(f, "},\n    \"host_ms_patch_driver_by_kind\": {");
     for (int i = 0; i < 3; i++)
         fprintf(f, "%s\"%s\": %.3f", i ? ", " : "", kind_names[i], (double)gs.patch_drv_ns[i] / 1e6);
-    /* the launcher thread: chunks it ran, its time patching and launching them; the engine's waits for it
-     * (before a barrier or an eager operation, or with every slot in flight) and its sleeps */
-    fprintf(f, "},\n    \"launcher\": {\"jobs\": %llu, \"host_ms_patch\": %.3f, \"host_ms_graph_launch\": %.3f, "
-               "\"host_ms_run\": %.3f, \"waits\": %llu, \"host_ms_waited\": %.3f, \"sleeps\": %llu, "
-               "\"fallbacks\": %llu",
-            (unsigned long long)ls.jobs, (double)E.launcher_patch_ns / 1e6, (double)E.launcher_launch_ns / 1e6,
-            (double)ls.run_ns / 1e6, (unsigned long long)ls.waits, (double)ls.wait_ns / 1e6,
-            (unsigned long long)ls.sleeps, launcher_fb);
     fprintf(f, "},\n    \"fallbacks\": {");
     for (int i = 0; i < FB_COUNT; i++)
-        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i],
-                (unsigned long long)(E.fallbacks[i] + atomic_load(&E.launcher_fb[i])));
+        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "},\n    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)E.S.windows, (unsigned long long)E.S.launches);

@@ -3,8 +3,7 @@
  * learned variant, and at the chunk's end launches the variant's CUDA graph (graph.h) with the changed
  * arguments patched in; anything unexpected issues the deferred operations eagerly, in order.
  * Locking: one engine per process (bound to the first context that launches), one mutex; the
- * critical section holds the signature match and the copy of the operation's arguments; a chunk
- * completed mid-segment is patched and launched by the launcher thread (launcher.h), outside it. Declarations
+ * critical section holds the signature match and the copy of the operation's arguments. Declarations
  * for the other files are in internal.h (group engine.c). */
 #ifndef AG_ENGINE_H
 #define AG_ENGINE_H

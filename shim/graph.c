@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "graph.h"
-#include "launcher.h"
 
 /* Pageable host-to-device sources are snapshotted into pinned staging buffers, used in turn; a buffer is
  * reused only after the work that reads it has run (events recorded after each issue, per stream). */
@@ -29,9 +28,6 @@ struct ag_graph {
     uint64_t last_launch; /* for least-recently-used eviction */
     size_t mem;           /* device memory the driver took for the exec (estimated at instantiation) */
     ag_variant_t *owner;
-    /* set by the launcher thread when the driver refused a patch or the launch of a posted chunk (whose
-     * operations it then issued eagerly): the fallback's reason; the engine releases the graph */
-    atomic_int failed;
 };
 
 static struct {
@@ -209,7 +205,6 @@ static void graph_forget(ag_graph_t *g)
 void ag_graph_release(ag_variant_t *v, void *ctx)
 {
     (void)ctx;
-    ag_launcher_wait(); /* a posted chunk may still use it */
     ag_graph_t *g = v->graph;
     graph_forget(g);
     graph_free(g);
@@ -218,7 +213,6 @@ void ag_graph_release(ag_variant_t *v, void *ctx)
 
 static void evict_lru_graph(void)
 {
-    ag_launcher_wait();
     uint32_t oldest = 0;
     for (uint32_t i = 1; i < G.ngraphs; i++)
         if (G.graphs[i]->last_launch < G.graphs[oldest]->last_launch)
@@ -539,16 +533,6 @@ CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
     if (!G.graphs)
         return CUDA_ERROR_OUT_OF_MEMORY;
     return ag_drv.cuStreamCreate(&G.cap_stream, CU_STREAM_NON_BLOCKING);
-}
-
-int ag_graph_failed(ag_graph_t *g)
-{
-    return atomic_load_explicit(&g->failed, memory_order_relaxed);
-}
-
-void ag_graph_set_failed(ag_graph_t *g, int reason)
-{
-    atomic_store_explicit(&g->failed, reason, memory_order_relaxed);
 }
 
 const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i)

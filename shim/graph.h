@@ -1,8 +1,6 @@
 /* CUDA graphs of chunks: build (capture on private streams), patch, launch ordered with the
  * application's streams, a bounded least-recently-used cache, and the pinned staging buffers of host
- * copies inside graphs. Locking: every call under the engine lock, or on the launcher thread for a posted
- * chunk (patch and launch, while the engine waits for the launcher before it touches graphs itself);
- * nothing here waits for the GPU. */
+ * copies inside graphs. Locking: every call under the engine lock; nothing here waits for the GPU. */
 #ifndef AG_GRAPH_H
 #define AG_GRAPH_H
 
@@ -29,9 +27,6 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c);
 CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c);
 /* Destroys v's graph (the learner's release callback too). */
 void ag_graph_release(ag_variant_t *v, void *ctx);
-/* A posted chunk's patch or launch failed on the launcher thread: the fallback reason (+1), or 0. */
-int ag_graph_failed(ag_graph_t *g);
-void ag_graph_set_failed(ag_graph_t *g, int reason);
 /* The staging buffer the device-to-host node i of g writes to. */
 const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i);
 

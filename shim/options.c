@@ -71,13 +71,6 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                      "as the last segment had, per segment, in a loop that stops syncing); one segment is "
                      "learned between two rests, and one that repeats ends resting. A program whose shapes "
                      "never repeat then pays almost nothing. 0: never rest."},
-    [AG_OPT_LAUNCHER] = {"AUTOGRAPH_LAUNCHER", AG_OPT_ENUM, "thread", "thread|inline",
-                         "Which thread patches and launches the graphs. 'thread': a thread of the shim's "
-                         "own, for chunks that end in the middle of a segment, so that the application's "
-                         "thread goes on as soon as a chunk's last call is recorded (patching the changed "
-                         "nodes and launching the graph take it 10-60 us per chunk on a PyTorch step); a "
-                         "chunk that ends at a sync or holds a host copy is launched by the application's "
-                         "thread, after the launcher's. 'inline': always the application's thread."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

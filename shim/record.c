@@ -10,8 +10,8 @@
 
 ag_drv_t ag_drv;
 ag_layout_t *ag_layouts[AG_LAYOUT_SLOTS];
-static AG_TLS void **ptrs; /* scratch kernelParams (the launcher thread has its own) */
-static AG_TLS uint32_t cap_ptrs;
+static void **ptrs; /* scratch kernelParams */
+static uint32_t cap_ptrs;
 
 int ag_record_bind(void)
 {

@@ -3,8 +3,7 @@
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
 # It takes about 8-10 minutes on an H200; BENCH_REPS (default 5) and TORCH_REPS (7) trade time for noise.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, plans (the
-# launcher thread against inline),
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, plans,
 # own_graph, plan_stats, never_repeat, bench; the build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,8 +36,8 @@ fi
 grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
 
 # The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead),
-# shim replaying (the speed-up) and replaying with every graph patched and launched by the application's
-# thread (AUTOGRAPH_LAUNCHER=inline, against the default launcher thread); TORCH_REPS (7) interleaved runs each, pinned to the same cores
+# shim replaying (the speed-up) and replaying with the halving chunk plan (AUTOGRAPH_CHUNK_PLAN=halving,
+# against the default modeled plan); TORCH_REPS (7) interleaved runs each, pinned to the same cores
 # (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
 # up to 25%; PYTHONHASHSEED and no ASLR take two more sources of layout noise out). Ratios of medians
 # of each run's median step (step_us), never a timed assertion.
@@ -57,35 +56,31 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
             >"$T/t_off.out" 2>>"$T/t_off.err"
         LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/t_all.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_all.out" 2>>"$T/t_all.err"
-        LD_PRELOAD=$lib AUTOGRAPH_LAUNCHER=inline AUTOGRAPH_STATS=$T/t_inline.json "${pin[@]}" python3 \
-            tests/python/torch_mlp.py --steps 200 >"$T/t_inline.out" 2>>"$T/t_inline.err"
+        LD_PRELOAD=$lib AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_STATS=$T/t_halving.json "${pin[@]}" python3 \
+            tests/python/torch_mlp.py --steps 200 >"$T/t_halving.out" 2>>"$T/t_halving.err"
     done
     same=no
     cmp -s "$T/t_plain.out" "$T/t_all.out" && cmp -s "$T/t_plain.out" "$T/t_off.out" &&
-        cmp -s "$T/t_plain.out" "$T/t_inline.out" && same=yes
+        cmp -s "$T/t_plain.out" "$T/t_halving.out" && same=yes
     torch_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
 d = sys.argv[1]
 def med(k, key="step_us"): return statistics.median(float(m) for m in re.findall(key + r': ([0-9.]+)', open(f"{d}/t_{k}.err").read()))
-p, o, a, h = med("plain"), med("off"), med("all"), med("inline")
+p, o, a, h = med("plain"), med("off"), med("all"), med("halving")
 s = json.load(open(f"{d}/t_all.json"))
 r = s["replay"]
-hr = json.load(open(f"{d}/t_inline.json"))["replay"]
-la = r["launcher"]
+hr = json.load(open(f"{d}/t_halving.json"))["replay"]
 print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.2f}%) | replaying {a:.0f} us "
-      f"(speed-up {p/a:.3f}x; launcher inline {h:.0f} us, {p/h:.3f}x; thread against inline {h/a:.3f}x) | in loss.item(): plain {med('plain', 'sync_us'):.0f} us, "
-      f"replaying {med('all', 'sync_us'):.0f} us, inline {med('inline', 'sync_us'):.0f} us | steady loop speed-up "
+      f"(speed-up {p/a:.3f}x; halving plan {h:.0f} us, {p/h:.3f}x) | in loss.item(): plain {med('plain', 'sync_us'):.0f} us, "
+      f"replaying {med('all', 'sync_us'):.0f} us, halving {med('halving', 'sync_us'):.0f} us | steady loop speed-up "
       f"{med('plain', 'steady_ms') / med('all', 'steady_ms'):.3f}x | identical losses: {sys.argv[2]} | replayed "
       f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
       + ", ".join(f"{k} {v:.0f}" for k, v in r['host_ns_per_match_phases'].items()) + ") | per step: patch "
       f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes; in the driver: "
       + ", ".join(f"{k} {1e3*r['host_ms_patch_driver_by_kind'][k]/200:.0f} us for {r['nodes_patched_by_kind'][k]/200:.1f}"
                   for k in ("kernel", "memset", "copy")) + "), graph launches "
-      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}) | launcher thread per step: "
-      f"{la['jobs']/200:.1f} chunks, {1e3*la['host_ms_patch']/200:.0f} us patching, {1e3*la['host_ms_graph_launch']/200:.0f} us "
-      f"launching; the step's thread waited for it {la['waits']/200:.1f} times, {1e3*la['host_ms_waited']/200:.0f} us; it slept "
-      f"{la['sleeps']/200:.1f} times | inline: patch {1e3*hr['host_ms']['patch']/200:.0f} us, graph launches "
-      f"{1e3*hr['host_ms']['graph_launch']/200:.0f} us ({hr['graph_launches']/200:.1f}) per step | segments planned {r['segments_planned']} of {r['segments_timed']} timed"
+      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}; halving plan "
+      f"{hr['graph_launches']/200:.1f}) | segments planned {r['segments_planned']} of {r['segments_timed']} timed"
       # within the one process, free of the spread between processes: the eager driver time of the launches
       # replayed (sampled in the same process) less the engine's matching and replay host time
       f" | host time saved, in-process estimate: {1e3*r['host_ms_saved_estimate']/200:.0f} us per step "
@@ -94,15 +89,15 @@ PY
 )
 fi
 
-# The launcher thread against launching on the application's thread (AUTOGRAPH_LAUNCHER=inline) on the
-# samples: loop ms, medians of 3 interleaved runs each, and how many chunks went to the launcher.
+# The modeled chunk plan against the halving one on the samples where they differ most: loop ms, medians
+# of 3 interleaved runs each, and how many segments got a modeled plan.
 plan_line=""
-want plans && for smp in launch_bound mlp_train two_streams nvtx_ranges driver_api jacobi; do
+want plans && for smp in launch_bound memops two_streams nvtx_ranges mlp_train jacobi; do
     : >"$T/pm"; : >"$T/ph"
     for i in 1 2 3; do
         LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/pm.json "$BUILD/bin/$smp" 2>&1 >/dev/null |
             sed -n 's/^loop_ms: //p' >>"$T/pm"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_LAUNCHER=inline "$BUILD/bin/$smp" 2>&1 >/dev/null |
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_PLAN=halving "$BUILD/bin/$smp" 2>&1 >/dev/null |
             sed -n 's/^loop_ms: //p' >>"$T/ph"
     done
     plan_line+=$(python3 - "$T" "$smp" <<'PY'
@@ -111,11 +106,9 @@ d, smp = sys.argv[1], sys.argv[2]
 m = [float(x) for x in open(f"{d}/pm")]; h = [float(x) for x in open(f"{d}/ph")]
 r = json.load(open(f"{d}/pm.json"))["replay"]
 if m and h:
-    la = r["launcher"]
-    print(f"  {smp}: launcher thread {statistics.median(m):.1f} ms, inline {statistics.median(h):.1f} ms "
-          f"({statistics.median(h) / statistics.median(m):.3f}x); {la['jobs']} of {r['graph_launches']} graph launches "
-          f"on the launcher, {la['host_ms_run']:.1f} ms there; waited for {la['waits']} times, {la['host_ms_waited']:.1f} ms; "
-          f"slept {la['sleeps']} times")
+    print(f"  {smp}: modeled {statistics.median(m):.1f} ms, halving {statistics.median(h):.1f} ms "
+          f"({statistics.median(h) / statistics.median(m):.3f}x); planned {r['segments_planned']} of "
+          f"{r['segments_timed']} timed; graph launches {r['graph_launches']}")
 PY
 )$'\n'
 done
@@ -206,7 +199,7 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) (
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
-echo "launcher thread against inline (loop ms, medians of 3):"
+echo "chunk plans, modeled against halving (loop ms, medians of 3):"
 printf '%s' "$plan_line"
 echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
