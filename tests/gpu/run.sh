@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
 want() { [[ " ${RUN_PARTS:-all} " == *" all "* || " ${RUN_PARTS:-all} " == *" $1 "* ]]; }
-own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=-
+own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=- lbc_line=-
 mkdir -p "$OUT"
 BUILD=build-gpu
 export AG_SUMMARY=$OUT/summary.txt
@@ -113,6 +113,36 @@ PY
 )$'\n'
 done
 
+# launch_bound against its hand-written graph under other chunkings (loop ms, medians of 3 interleaved
+# runs): the default ramp (8, doubling, then halving toward the sync: about 10 graphs per iteration),
+# one graph per iteration (AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256: the GPU waits until all 200
+# launches are matched), and a ramp from 32. Where its gap to the hand graph comes from.
+lbc_line=-
+if want plans; then
+    for k in graph def one r32; do : >"$T/lbc_$k"; done
+    for i in 1 2 3; do
+        "$BUILD/bin/launch_bound" --graph 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/lbc_graph"
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
+            sed -n 's/^loop_ms: //p' >>"$T/lbc_def"
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256 "$BUILD/bin/launch_bound" \
+            2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/lbc_one"
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_FIRST=32 "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
+            sed -n 's/^loop_ms: //p' >>"$T/lbc_r32"
+    done
+    lbc_line=$(python3 - "$T" <<'PY'
+import statistics, sys
+d = sys.argv[1]
+v = {k: [float(x) for x in open(f"{d}/lbc_{k}")] for k in ("graph", "def", "one", "r32")}
+if all(v.values()):
+    g = statistics.median(v["graph"])
+    print(f"hand graph {g:.1f} ms | " + " | ".join(f"{n} {statistics.median(v[k]):.1f} ms ({statistics.median(v[k]) / g:.3f}x)"
+          for k, n in (("def", "default"), ("one", "one graph per iteration"), ("r32", "ramp from 32"))))
+else:
+    print("no loop_ms")
+PY
+)
+fi
+
 # A program that launches graphs of its own (launch_bound --graph): what the shim costs it, medians of 5
 # interleaved runs (CUPTI's idle subscriber would slow each of its graph launches).
 if want own_graph; then
@@ -201,6 +231,7 @@ cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
 echo "chunk plans, modeled against halving (loop ms, medians of 3):"
 printf '%s' "$plan_line"
+echo "launch_bound against its hand graph, by chunking (medians of 3): $lbc_line"
 echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
 echo "launch_bound's plan: $lb_line"
