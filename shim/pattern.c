@@ -145,9 +145,42 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
     return v;
 }
 
-static ag_seglen_t *seglen_slot(ag_learner_t *l, uint64_t seed)
+static ag_seglen_t *seglen_set(ag_learner_t *l, uint64_t seed)
 {
-    return &l->seglens[(seed ^ (seed >> 32)) % (sizeof l->seglens / sizeof *l->seglens)];
+    return &l->seglens[((seed ^ (seed >> 32)) % AG_SEGLEN_SETS) * AG_SEGLEN_WAYS];
+}
+
+/* The entry of the segment that starts at seed, or NULL. */
+static ag_seglen_t *seglen_find(ag_learner_t *l, uint64_t seed)
+{
+    ag_seglen_t *set = seglen_set(l, seed);
+    for (int w = 0; w < AG_SEGLEN_WAYS; w++)
+        if (set[w].used && set[w].seed == seed)
+            return &set[w];
+    return NULL;
+}
+
+static void drop_model_plan(ag_seglen_t *s);
+
+/* The entry of the segment that starts at seed, made from the least recently ended one of its set (a
+ * free one first) if it has none. */
+static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
+{
+    ag_seglen_t *s = seglen_find(l, seed);
+    if (s)
+        return s;
+    ag_seglen_t *set = seglen_set(l, seed);
+    s = &set[0];
+    for (int w = 1; w < AG_SEGLEN_WAYS; w++)
+        if (set[w].used < s->used)
+            s = &set[w];
+    drop_model_plan(s); /* its timings and plan were another segment's */
+    s->gpu_bound = 0;
+    s->gpu_ns_per_op = 0;
+    s->seed = seed;
+    s->length = 0;
+    s->real_end = 0;
+    return s;
 }
 
 /* Chunk sizes: the halving plan (plan.c, ag_plan_default_chunk), or the modeled plan of a segment that
@@ -177,8 +210,8 @@ static uint32_t tail_min(const ag_seglen_t *s)
 
 static uint32_t plan(ag_learner_t *l)
 {
-    ag_seglen_t *s = seglen_slot(l, l->seg_seed);
-    int known = s->seed == l->seg_seed;
+    ag_seglen_t *s = seglen_find(l, l->seg_seed);
+    int known = s != NULL;
     if (known && s->nends && s->plan_len == s->length && s->real_end && l->seg_real) {
         for (uint32_t k = 0; k < s->nends; k++)
             if (s->ends[k] > l->seg_pos) {
@@ -234,16 +267,15 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
 
 const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed)
 {
-    const ag_seglen_t *s = seglen_slot(l, seed);
-    return s->seed == seed ? s : NULL;
+    return seglen_find(l, seed);
 }
 
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
                        const ag_optime_t *t, const ag_plan_params_t *p)
 {
-    ag_seglen_t *s = seglen_slot(l, seed);
-    if (s->seed != seed || !ops)
-        return; /* the slot went to another segment meanwhile */
+    ag_seglen_t *s = seglen_find(l, seed);
+    if (!s || !ops)
+        return; /* the entry went to another segment meanwhile */
     uint64_t per = gpu_ns / ops;
     s->gpu_ns_per_op = per ? (per > UINT32_MAX ? UINT32_MAX : (uint32_t)per) : 1;
     s->gpu_bound = l->bound_ratio && gpu_ns >= (uint64_t)l->bound_ratio * host_ns;
@@ -447,13 +479,8 @@ ag_variant_t *ag_learner_close(ag_learner_t *l)
 ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 {
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
-    ag_seglen_t *s = seglen_slot(l, l->seg_seed);
-    if (s->seed != l->seg_seed) {
-        s->gpu_bound = 0; /* the slot's timings were another segment's */
-        s->gpu_ns_per_op = 0;
-        drop_model_plan(s);
-    }
-    s->seed = l->seg_seed;
+    ag_seglen_t *s = seglen_take(l, l->seg_seed);
+    s->used = ++l->segments_ended;
     s->length = l->seg_pos;
     s->real_end = !virtual_;
     l->seg_real = !virtual_;
@@ -488,8 +515,8 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
         /* cut by another plan (one that changed since): this chunk closes elsewhere, so it cannot be v */
         if (v->len > l->chunk_target || (!v->ends_at_barrier && v->len != l->chunk_target))
             continue;
-        const ag_seglen_t *s = seglen_slot(l, v->seg);
-        if (s->seed == v->seg && s->gpu_bound)
+        const ag_seglen_t *s = seglen_find(l, v->seg);
+        if (s && s->gpu_bound)
             continue; /* a graph cannot pay here: the GPU, not the host, sets the pace */
         /* One failure after a success costs nothing (another variant came this time, or noise);
          * each further failure without a success in between doubles the warm-up. */

@@ -50,7 +50,15 @@ typedef struct {
     uint32_t plan_len;      /* the modeled chunk plan (ag_plan_best) is for a segment of this length */
     uint32_t nends;         /* its chunk ends (0: the default plan) */
     uint32_t *ends;
+    uint64_t used;          /* the learner's segment count when it last ended (0: the entry is free) */
 } ag_seglen_t;
+
+/* The segment table: AG_SEGLEN_SETS sets of AG_SEGLEN_WAYS entries, a seed's set chosen by its hash,
+ * the least recently ended entry of the set replaced. Direct-mapped, two segments of one iteration
+ * whose seeds met in one slot took it from each other at every barrier, so neither kept its length or
+ * its timing (about one program in 256: seeds hash function handles, which move between runs). */
+#define AG_SEGLEN_SETS 64
+#define AG_SEGLEN_WAYS 4
 
 /* ---- chunk plans (plan.c) ---- */
 
@@ -147,7 +155,8 @@ typedef struct {
     ag_vtable_t table;
 
     /* expected segment lengths and timings, keyed by seed, for the chunk plan */
-    ag_seglen_t seglens[256];
+    ag_seglen_t seglens[AG_SEGLEN_SETS * AG_SEGLEN_WAYS];
+    uint64_t segments_ended; /* real and virtual barriers: the segment table's clock */
     uint64_t segments_timed, segments_gpu_bound;
     uint64_t segments_planned; /* timings that gave a segment the modeled plan */
     uint64_t period_searches; /* searches of the window for a period (each reads all of it) */

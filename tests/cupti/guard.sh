@@ -156,15 +156,10 @@ learn_detaches)
     expect run "c.get('launches', 0) > 0 and c.get('kernels_timed', 0) > 0"
     expect run "c.get('gpu_busy_learning') is not None and 0.0 <= c['gpu_busy_learning'] <= 1.0"
     # The kernels' records were tied to the engine's operations: the iteration was timed, host-bound.
-    # A rare run (1 in about 800 with the CPU loaded, and one in CI; cause not found) leaves segments_timed
-    # at 0: CUPTI saw exactly one iteration's launches and every launch from the fourth iteration on was
-    # replayed. A window forced open an iteration early times fine. A second run must time.
-    if ! expect run "c.get('kernels_attributed', 0) > 0 and s['replay']['segments_timed'] >= 1"; then
-        echo "note: no segment timed in this run (the known rare race); running once more"
-        shim run2 AUTOGRAPH_CUPTI=learn -- --no-unhooked
-        same p run2
-        expect run2 "c.get('kernels_attributed', 0) > 0 and s['replay']['segments_timed'] >= 1"
-    fi
+    # (This failed in about one run in 300 under load until the segment table became set-associative:
+    # the iteration's two segments, whose seeds hash function handles that move between runs, met in one
+    # slot of the direct-mapped table and took it from each other, so the timed one had no entry left.)
+    expect run "c.get('kernels_attributed', 0) > 0 and s['replay']['segments_timed'] >= 1"
     expect run "s['replay']['segments_gpu_bound'] == 0"
     # The first window guarded work and caught nothing: the program is trusted from then on.
     expect run "s['replay']['guard_trusted'] is True"

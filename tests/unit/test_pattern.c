@@ -341,6 +341,67 @@ static void test_rest(void)
     CHECK(m.rests >= 1 && rests_later == 0);
 }
 
+/* Pushes n operations (signatures base, base+1, ...) and a real barrier of the given kind; returns the
+ * seed of the segment that starts after it. */
+static uint64_t segment(ag_learner_t *l, uint64_t base, int n, uint64_t kind)
+{
+    for (int i = 0; i < n; i++)
+        if (ag_learner_push(l, base + (uint64_t)i) == 1)
+            ag_learner_close(l);
+    ag_learner_barrier(l, kind, 0);
+    return l->seg_seed;
+}
+
+static unsigned slot256(uint64_t seed)
+{
+    return (unsigned)((seed ^ (seed >> 32)) % 256);
+}
+
+/* Two segments of one iteration whose seeds meet in one slot of a direct-mapped table of 256 (found by
+ * trying barrier kinds): both keep their lengths and timings while they alternate; and a set full of
+ * other segments gives up its least recently ended one. */
+static void test_seglen_collision(void)
+{
+    ag_learner_t l;
+    CHECK(ag_learner_init(&l, 128, 8, 2, 4096, NULL, NULL) == 0);
+    /* A: 15 operations, then barrier kind 11; B: 1 operation, then barrier kind kb */
+    uint64_t seed_b = segment(&l, 1000, 15, 11), seed_a = 0, kb = 0;
+    for (uint64_t k = 12; k < 200000 && !kb; k++) {
+        seed_a = segment(&l, 5000, 1, k);
+        if (slot256(seed_a) == slot256(seed_b) && seed_a != seed_b)
+            kb = k;
+    }
+    CHECK(kb != 0);
+    ag_learner_destroy(&l);
+    CHECK(ag_learner_init(&l, 128, 8, 2, 4096, NULL, NULL) == 0);
+    for (int it = 0; it < 6; it++) {
+        CHECK(segment(&l, 1000, 15, 11) == seed_b);
+        CHECK(segment(&l, 5000, 1, kb) == seed_a);
+        if (it == 2)
+            ag_learner_timing(&l, seed_a, 15, 150000, 60000, NULL, NULL); /* A timed once */
+    }
+    const ag_seglen_t *a = ag_learner_seglen(&l, seed_a), *b = ag_learner_seglen(&l, seed_b);
+    CHECK(a && a->length == 15 && a->real_end && a->gpu_ns_per_op == 10000);
+    CHECK(b && b->length == 1);
+    CHECK(l.segments_timed == 1);
+    /* More segments in A's set than it has ways: the least recently ended ones go, the newest stay. */
+    uint64_t seeds[AG_SEGLEN_WAYS + 2];
+    int n = 0;
+    for (uint64_t k = 300000; n < AG_SEGLEN_WAYS + 2 && k < 2000000; k++) {
+        uint64_t sd = segment(&l, 9000, 1, k);
+        if ((sd ^ (sd >> 32)) % AG_SEGLEN_SETS == (seed_a ^ (seed_a >> 32)) % AG_SEGLEN_SETS && sd != seed_a &&
+            sd != seed_b) {
+            segment(&l, 9100, 2, 13); /* the segment that starts at sd ends here: it takes an entry */
+            seeds[n++] = sd;
+        }
+    }
+    CHECK(n == AG_SEGLEN_WAYS + 2);
+    CHECK(ag_learner_seglen(&l, seed_a) == NULL); /* ended before all of them */
+    for (int i = 0; i < n; i++)
+        CHECK((ag_learner_seglen(&l, seeds[i]) != NULL) == (i >= n - AG_SEGLEN_WAYS));
+    ag_learner_destroy(&l);
+}
+
 int main(void)
 {
     sim_t s;
@@ -348,6 +409,7 @@ int main(void)
     test_plan_model();
     test_plan_learner();
     test_rest();
+    test_seglen_collision();
 
     /* Period finder. */
     int32_t scratch[64];
