@@ -3,6 +3,7 @@
 # compares every output line; a difference is work the shim reordered, dropped, delayed or patched wrong.
 #   difftest.sh BUILD_DIR FIRST COUNT       random programs FIRST .. FIRST+COUNT-1
 #   difftest.sh BUILD_DIR --directed NAME   one directed test
+#   difftest.sh BUILD_DIR --directed-sweep NAME...   directed tests under several chunkings and schedules
 #   difftest.sh BUILD_DIR --self-check      proves that a sabotaged run is caught (exits 0 when it is)
 set -u
 build=${1:?usage: difftest.sh BUILD_DIR FIRST COUNT | --directed NAME | --self-check}
@@ -112,6 +113,33 @@ directed() {
     return 1
 }
 
+# Every named directed test again under other chunkings and fakecuda schedules: warm-up 1 and 2, first
+# chunks of 0, 3 and 5 operations, chunks of 4 to 128, two schedules each. Where a chunk ends right after
+# an event record, a copy or just before a sync is where an ordering bug shows (a sweep like this found
+# one in a launcher thread that was measured and reverted).
+directed_sweep() {
+    local name cfg w cf ch seed out rc runs=0 fails=0
+    local cfgs=("1 0 4" "1 3 5" "1 5 5" "1 5 7" "1 0 128" "2 0 128" "2 3 7" "2 5 4")
+    for name in "$@"; do
+        for cfg in "${cfgs[@]}"; do
+            read -r w cf ch <<<"$cfg"
+            for seed in 3 11; do
+                out=$(export AUTOGRAPH_WARMUP=$w AUTOGRAPH_CHUNK_FIRST=$cf AUTOGRAPH_CHUNK=$ch FAKECUDA_SEED=$seed
+                      directed "$name" 2>&1)
+                rc=$?
+                runs=$((runs + 1))
+                if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+                    fails=$((fails + 1))
+                    echo "FAIL: $name with AUTOGRAPH_WARMUP=$w AUTOGRAPH_CHUNK_FIRST=$cf AUTOGRAPH_CHUNK=$ch FAKECUDA_SEED=$seed"
+                    head -n 20 <<<"$out"
+                fi
+            done
+        done
+    done
+    echo "difftest: directed sweep: $((runs - fails)) of $runs runs identical with and without the shim"
+    [[ $fails -eq 0 ]]
+}
+
 # A sabotaged shim side (one launch dropped, patched with stale arguments, swapped or issued late in
 # iteration 7) must be reported, with the seeds named. Passes only if every kind is caught.
 self_check() {
@@ -140,6 +168,7 @@ self_check() {
 
 case ${1:-} in
 --directed) directed "${2:?directed test name}" ;;
+--directed-sweep) shift; directed_sweep "${@:?directed test names}" ;;
 --self-check) self_check ;;
 *) random_programs "${1:?first seed}" "${2:?count}" "${3:-}" ;;
 esac
