@@ -1578,6 +1578,16 @@ void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
     pthread_mutex_unlock(&E.lock);
 }
 
+/* One member of the "replay" object: "key": {"name": value, ...}, each value with `decimals` digits
+ * after the point (counts with 0). */
+static void json_object(FILE *f, const char *key, const char *const *names, const double *v, int n, int decimals)
+{
+    fprintf(f, "    \"%s\": {", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\"%s\": %.*f", i ? ", " : "", names[i], decimals, v[i]);
+    fputs("},\n", f);
+}
+
 void ag_engine_stats(FILE *f, uint64_t launches)
 {
     pthread_mutex_lock(&E.lock);
@@ -1618,22 +1628,20 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */
     static const char *const phase_names[TS_COUNT + 1] = {"record", "enter", "match", "copy", "learn"};
-    fprintf(f, "    \"host_ns_per_match_phases\": {");
+    double phases[TS_COUNT + 1], by_kind[3], drv_ms[3], fb[FB_COUNT];
     for (int i = 0; i < TS_COUNT + 1; i++)
-        fprintf(f, "%s\"%s\": %.1f", i ? ", " : "", phase_names[i],
-                E.match_phased ? (double)E.match_phase_ns[i] / (double)E.match_phased : 0.0);
-    static const char *const kind_names[3] = {"kernel", "memset", "copy"};
-    fprintf(f, "},\n    \"nodes_patched_by_kind\": {");
+        phases[i] = E.match_phased ? (double)E.match_phase_ns[i] / (double)E.match_phased : 0.0;
     for (int i = 0; i < 3; i++)
-        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", kind_names[i], (unsigned long long)gs.patched_by[i]);
-    fprintf(f, "},\n    \"host_ms_patch_driver_by_kind\": {");
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "%s\"%s\": %.3f", i ? ", " : "", kind_names[i], (double)gs.patch_drv_ns[i] / 1e6);
-    fprintf(f, "},\n    \"fallbacks\": {");
+        by_kind[i] = (double)gs.patched_by[i], drv_ms[i] = (double)gs.patch_drv_ns[i] / 1e6;
     for (int i = 0; i < FB_COUNT; i++)
-        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", fb_names[i], (unsigned long long)E.fallbacks[i]);
+        fb[i] = (double)E.fallbacks[i];
+    static const char *const kind_names[3] = {"kernel", "memset", "copy"};
+    json_object(f, "host_ns_per_match_phases", phase_names, phases, TS_COUNT + 1, 1);
+    json_object(f, "nodes_patched_by_kind", kind_names, by_kind, 3, 0);
+    json_object(f, "host_ms_patch_driver_by_kind", kind_names, drv_ms, 3, 3);
+    json_object(f, "fallbacks", fb_names, fb, FB_COUNT, 0);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
-    fprintf(f, "},\n    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
+    fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)E.S.windows, (unsigned long long)E.S.launches);
     if (E.S.span_ms > 0)
         fprintf(f, "%.4f", E.S.busy_ms / E.S.span_ms);

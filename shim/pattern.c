@@ -549,9 +549,14 @@ void ag_learner_unlock_period(ag_learner_t *l)
 
 uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint64_t content, uint32_t after)
 {
-    uint64_t *slot = &r->contents[(content ^ (content >> 32)) % AG_REST_CONTENTS];
-    repeated |= *slot == content;
-    *slot = content;
+    /* the set, most recently seen first: a content seen moves to its front, a new one enters there */
+    uint64_t *set = &r->contents[((content ^ (content >> 32)) % (AG_REST_CONTENTS / AG_REST_WAYS)) * AG_REST_WAYS];
+    int w = 0;
+    while (w < AG_REST_WAYS - 1 && set[w] != content)
+        w++;
+    repeated |= set[w] == content;
+    memmove(set + 1, set, sizeof *set * (size_t)w);
+    set[0] = content;
     if (repeated) {
         r->novel = 0;
         r->next = 0;

@@ -232,7 +232,11 @@ void ag_learner_unlock_period(ag_learner_t *l);
  * right after a rest starts from the same point of the learner (the barrier's kind), so work that
  * repeats shows up between two rests whatever came before it. */
 #define AG_REST_MAX 16
-#define AG_REST_CONTENTS 256 /* contents of recent segments remembered (direct-mapped) */
+/* Contents of recent segments remembered: sets of AG_REST_WAYS, the least recently seen one of a set
+ * forgotten (direct-mapped, as the segment table was, two contents of one iteration that met in a slot
+ * forgot each other every time). */
+#define AG_REST_CONTENTS 256
+#define AG_REST_WAYS 4
 
 typedef struct {
     uint32_t novel; /* segments in a row that repeated nothing */

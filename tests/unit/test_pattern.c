@@ -339,6 +339,12 @@ static void test_rest(void)
             rests_later += it >= 1 && skip;
         }
     CHECK(m.rests >= 1 && rests_later == 0);
+    /* Two contents of one iteration that meet in one slot of a direct-mapped memory of 256 (as 5000 and
+     * 5256 do) and more of their set in between: each is still known when it comes again. */
+    ag_rest_t col = {0};
+    for (int i = 0; i < 40; i++)
+        CHECK(ag_rest_segment(&col, 0, 5000 + 256 * (uint64_t)(i % AG_REST_WAYS), AG_REST_WAYS + 1) == 0);
+    CHECK(col.rests == 0);
 }
 
 /* Pushes n operations (signatures base, base+1, ...) and a real barrier of the given kind; returns the
