@@ -82,6 +82,9 @@ static struct {
     uint64_t match_phase_ns[TS_COUNT + 1], match_phased;
     /* how many times the pending list was issued (written under the lock, read without it) */
     uint64_t drains;
+    /* the host clock at the current real segment's first operation (0: none yet), which also ends the
+     * timing of the segment before it (profit_close) */
+    uint64_t pf_t0;
     int seg_timed; /* the current segment is timed (see its other fields below) */
     /* end of the hot fields */
     ag_learner_t learner;
@@ -154,6 +157,17 @@ static struct {
     ag_rest_t rest;
     uint64_t rest_ended_by_ops, rested_segments;
     atomic_llong rest_ops_left;
+    /* Does the graph pay (AUTOGRAPH_PROBE, ag_profit_*): the current real segment's seed, operation and
+     * deferral counts at its start, whether it runs eager by the verdict's choice (forced), and whether
+     * anything made its time say nothing about graphs (a fallback, CUPTI, a virtual barrier, a rest);
+     * the segment that ended last, timed at the next operation (pp_*). Statistics: probes started,
+     * verdicts that left a segment eager or kept its graphs, sightings run eager by a verdict. */
+    int pf_on, pf_forced, pf_probe, pf_other;
+    uint64_t pf_seed, pf_op0, pf_def0;
+    int pp_open, pp_forced;
+    ag_run_t pp_how;
+    uint64_t pp_seed, pp_t0;
+    uint64_t pf_probes, pf_left_eager, pf_kept, pf_held;
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
@@ -305,6 +319,7 @@ static void cupti_learning(int on)
     uint64_t t0 = ag_now_ns();
     ag_cupti_learning(on);
     uint64_t t1 = ag_now_ns();
+    E.pf_other = 1; /* attaching and detaching take milliseconds */
     E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
     E.cupti_learning = on;
     ag_learner_watch(&E.learner, ag_cupti_attached());
@@ -425,6 +440,7 @@ static void flush_eager(int reason)
         return;
     if (reason >= 0)
         E.fallbacks[reason]++;
+    E.pf_other = 1;
     uint64_t t0 = ag_now_ns();
     for (uint32_t i = 0; i < E.npending; i++) {
         if (E.pending[i].kind == OP_D2H)
@@ -579,7 +595,7 @@ static int hold_for_timing(void)
 static void refresh_candidates(void)
 {
     E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !E.trusted);
-    E.ncand = E.guard_stopped || hold_for_timing() ? 0 : ag_learner_candidates(&E.learner, E.cands);
+    E.ncand = E.guard_stopped || E.pf_forced || hold_for_timing() ? 0 : ag_learner_candidates(&E.learner, E.cands);
     memcpy(E.match, E.cands, sizeof E.cands);
     for (int i = 0; i < E.ncand; i++) {
         E.msigs[i] = E.cands[i]->sigs;
@@ -605,6 +621,7 @@ static void fallback(int reason)
 {
     if (E.ncand)
         E.fallbacks[reason]++;
+    E.pf_other = 1;
     flush_eager(-1);
     ag_learner_failed(&E.learner, E.cands, E.ncand);
     if (E.learner.period)
@@ -625,6 +642,7 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
     atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
     E.nmatch = E.ncand = 0;
     E.seg_timed = 0;
+    E.pp_open = 0; /* the segments sat out would be timed with the one before them */
     /* A learning window would watch nothing the engine sees, while CUPTI's kernel records slow the rested
      * kernels (by about a third on the H200); the next window waits for ATTACH_BACKOFF as usual. */
     if (E.cupti_learning)
@@ -637,6 +655,7 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
 static void rest_end(void)
 {
     E.rest_left = 0;
+    E.pf_other = 1; /* a segment partly sat out */
     int resting = AG_ENGINE_RESTING;
     atomic_compare_exchange_strong(&ag_engine_on, &resting, AG_ENGINE_ACTIVE); /* unless disabled since */
 }
@@ -653,6 +672,73 @@ void ag_engine_rest_tick(void)
         E.rest_ended_by_ops++;
     }
     pthread_mutex_unlock(&E.lock);
+}
+
+/* ---- does the graph pay (AUTOGRAPH_PROBE) ---- */
+
+/* The segment that ended last is timed up to now (the first operation after its barrier). */
+static void profit_close(uint64_t now)
+{
+    E.pp_open = 0;
+    ag_profit_t *p = ag_learner_profit(&E.learner, E.pp_seed);
+    if (!p)
+        return; /* its entry went to another segment meanwhile */
+    int verdict = ag_profit_end(p, E.pp_how, E.pp_forced, now - E.pp_t0);
+    if (verdict > 0) {
+        E.pf_left_eager++;
+        AG_LOG_CAPPED(AG_LOG_DEBUG, "a segment ran faster on plain launches than replayed: plain for %u sightings",
+                      p->hold);
+    } else if (verdict < 0) {
+        E.pf_kept++;
+    }
+}
+
+/* At a barrier, after the segment's last chunk went: how it ran, timed at the next operation. */
+static void profit_end(void)
+{
+    if (!E.pf_on)
+        return;
+    uint64_t ops = E.ops - E.pf_op0;
+    if (!ops) {
+        /* Nothing ran: the segment before it stays open (its host wait may be at this barrier); a probe
+         * spent on nothing is asked for again. */
+        ag_profit_t *p = E.pf_forced ? ag_learner_profit(&E.learner, E.pf_seed) : NULL;
+        if (p)
+            ag_profit_end(p, AG_RUN_OTHER, 1, 0);
+        return;
+    }
+    uint64_t deferred = E.deferred - E.pf_def0;
+    E.pp_how = E.pf_other || ag_cupti_attached() ? AG_RUN_OTHER
+               : deferred == ops                ? AG_RUN_REPLAYED
+               : E.pf_forced && !deferred       ? AG_RUN_EAGER
+                                                : AG_RUN_OTHER;
+    E.pp_open = 1;
+    E.pp_seed = E.pf_seed;
+    E.pp_t0 = E.pf_t0;
+    E.pp_forced = E.pf_forced;
+}
+
+/* A real segment starts: whether it runs eager (a probe, or the verdict's hold). */
+static void profit_begin(void)
+{
+    if (!E.pf_on) {
+        E.pf_t0 = 1; /* never 0: the operations read no clock for it */
+        return;
+    }
+    E.pf_seed = E.learner.seg_seed;
+    E.pf_op0 = E.ops;
+    E.pf_def0 = E.deferred;
+    E.pf_t0 = 0;
+    E.pf_other = ag_cupti_attached();
+    E.pf_forced = 0;
+    ag_profit_t *p = E.pf_other || E.guard_stopped ? NULL : ag_learner_profit(&E.learner, E.pf_seed);
+    if (p && ag_profit_start(p)) {
+        E.pf_forced = 1;
+        if (p->eager)
+            E.pf_held++;
+        else
+            E.pf_probes++;
+    }
 }
 
 /* A barrier: an observing call, a stream switch, or an undeferrable operation. */
@@ -679,6 +765,8 @@ static void barrier(uint64_t kind, int reason)
         else
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
+    profit_end();
+    profit_begin();
     refresh_candidates();
     /* A segment of a few operations says nothing either way (graphs of so few could not pay); one
      * repeated where chunks of REST_MIN_OPS operations or more were seen before (a deferred chunk was). */
@@ -730,7 +818,11 @@ static int init_engine(CUcontext ctx)
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
     E.timer_ns = timer_cost();
     ag_learner_watch(&E.learner, ag_cupti_attached()); /* guard and always modes: attached from the start */
+    /* Probes time segments with CUPTI detached: in the modes that keep it attached they never could. */
+    E.pf_on = ag_opt(AG_OPT_PROBE)->num == AG_PROBE_ON &&
+              (ag_cupti_mode() == AG_CUPTI_OFF || ag_cupti_mode() == AG_CUPTI_LEARN);
     segment_begin();
+    profit_begin();
     refresh_candidates();
     return 0;
 }
@@ -758,6 +850,12 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     E.cur_stream = o->stream;
     if (o->kind == OP_EVREC && E.nrecs == AG_MAX_RECORDS)
         barrier(0x7ec5ULL, FB_UNDEFERRABLE);
+    if (!E.pf_t0) { /* a real segment's first operation: the one before it is timed up to here */
+        uint64_t now = ag_now_ns();
+        if (E.pp_open)
+            profit_close(now);
+        E.pf_t0 = now;
+    }
     if (o->kind == OP_EVWAIT) {
         o->rec_idx = -1;
         for (int i = E.nrecs - 1; i >= 0 && o->rec_idx < 0; i--)
@@ -890,8 +988,10 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
         sighted(v);
-        if (step == 2)
+        if (step == 2) {
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
+            E.pf_other = 1;  /* nor to compare with plain launches */
+        }
         if (c) {
             if (v == c)
                 complete(c);
@@ -1640,6 +1740,9 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     json_object(f, "nodes_patched_by_kind", kind_names, by_kind, 3, 0);
     json_object(f, "host_ms_patch_driver_by_kind", kind_names, drv_ms, 3, 3);
     json_object(f, "fallbacks", fb_names, fb, FB_COUNT, 0);
+    static const char *const probe_names[4] = {"probes", "left_eager", "graphs_kept", "sightings_eager"};
+    const double probe[4] = {(double)E.pf_probes, (double)E.pf_left_eager, (double)E.pf_kept, (double)E.pf_held};
+    json_object(f, "profit", probe_names, probe, 4, 0);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)E.S.windows, (unsigned long long)E.S.launches);

@@ -71,6 +71,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                      "as the last segment had, per segment, in a loop that stops syncing); one segment is "
                      "learned between two rests, and one that repeats ends resting. A program whose shapes "
                      "never repeat then pays almost nothing. 0: never rest."},
+    [AG_OPT_PROBE] = {"AUTOGRAPH_PROBE", AG_OPT_ENUM, "on", "off|on",
+                      "'on': now and then a graphed segment (the work between two syncs) runs on plain "
+                      "launches instead, and its time from start to the end of its sync is compared with its "
+                      "replays'. One probe that takes 1.25 times as long settles it; otherwise a series of 8 "
+                      "probes is compared by medians, and a segment whose replay came out more than 3% "
+                      "slower stays on plain launches for 64 sightings (twice as long each time it loses "
+                      "again), then is judged again. Off while CUPTI watches everything ('guard', "
+                      "'always'). 'off': every repeating segment is replayed."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

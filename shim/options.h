@@ -32,6 +32,7 @@ typedef enum {
     AG_OPT_STAGING_KB,
     AG_OPT_GPU_BOUND,
     AG_OPT_REST,
+    AG_OPT_PROBE,
     AG_OPT_COUNT
 } ag_opt_id_t;
 
@@ -40,6 +41,7 @@ enum { AG_LOG_ERROR, AG_LOG_WARN, AG_LOG_INFO, AG_LOG_DEBUG, AG_LOG_TRACE };
 enum { AG_SCOPE_OFF, AG_SCOPE_ALL };
 enum { AG_CUPTI_OFF, AG_CUPTI_LEARN, AG_CUPTI_GUARD, AG_CUPTI_ALWAYS };
 enum { AG_PLAN_HALVING, AG_PLAN_MODEL };
+enum { AG_PROBE_OFF, AG_PROBE_ON };
 
 typedef struct {
     long num;         /* enum index or integer value */

@@ -174,7 +174,8 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
     for (int w = 1; w < AG_SEGLEN_WAYS; w++)
         if (set[w].used < s->used)
             s = &set[w];
-    drop_model_plan(s); /* its timings and plan were another segment's */
+    drop_model_plan(s); /* its timings, plan and verdict were another segment's */
+    memset(&s->profit, 0, sizeof s->profit);
     s->gpu_bound = 0;
     s->gpu_ns_per_op = 0;
     s->seed = seed;
@@ -268,6 +269,12 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
 const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed)
 {
     return seglen_find(l, seed);
+}
+
+ag_profit_t *ag_learner_profit(ag_learner_t *l, uint64_t seed)
+{
+    ag_seglen_t *s = seglen_find(l, seed);
+    return s ? &s->profit : NULL;
 }
 
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,

@@ -41,6 +41,55 @@ typedef struct {
     void *release_ctx;
 } ag_vtable_t;
 
+/* ---- does the graph pay? (profit.c) ----
+ * A graphed segment that ends at a real barrier is now and then run eagerly, as a probe, and its wall
+ * time compared with its replays': from its first operation to the first operation after the barrier
+ * that ends it (the host's wait at that barrier included; the program's own host work in between costs
+ * the same either way, so it only adds noise). Two probes that both took AG_PROFIT_CLEAR_PCT percent
+ * of the replays' median settle it (the replay pays: the next probe comes after a long quiet stretch,
+ * twice as long each time); otherwise a series of AG_PROFIT_SAMPLES probes, one every AG_PROFIT_SPACING + 1
+ * sightings, is compared by medians with the replays around it. Where eager was ahead by more than
+ * 1/AG_PROFIT_MARGIN, the segment runs eager for a hold of sightings (twice as long each time it loses
+ * again), then replays AG_PROFIT_SAMPLES times and is judged again against the hold's own eager times.
+ * Noise only ever adds time, so slow probes can only keep the graphs (what the engine did before). */
+#define AG_PROFIT_SAMPLES 8
+#define AG_PROFIT_FIRST 8     /* replays before the first probe */
+#define AG_PROFIT_SPACING 3   /* replays between two probes of a series */
+#define AG_PROFIT_CLEAR_PCT 125 /* probes this slow (percent of the replays' median) ... */
+#define AG_PROFIT_CLEAR_PROBES 2 /* ... this many of them in a row settle it */
+#define AG_PROFIT_MARGIN 32   /* eager must be ahead by more than 1/32 (about 3%) */
+#define AG_PROFIT_QUIET 1024  /* replays before the next probe once the replay was clearly ahead ... */
+#define AG_PROFIT_QUIET_MAX 65536 /* ... doubling each time up to this */
+#define AG_PROFIT_RECHECK 256 /* replays before the next series after a close call */
+#define AG_PROFIT_HOLD 64     /* sightings left eager after the replay lost ... */
+#define AG_PROFIT_HOLD_MAX 4096 /* ... doubling each time it loses again, up to this */
+#define AG_PROFIT_ATTEMPTS 4  /* probes in a row that could not be timed before a series is given up */
+
+typedef enum { AG_RUN_OTHER, AG_RUN_REPLAYED, AG_RUN_EAGER } ag_run_t;
+
+typedef struct {
+    uint32_t rep[AG_PROFIT_SAMPLES], eag[AG_PROFIT_SAMPLES]; /* recent times (ns): replays, forced eager runs */
+    uint8_t nrep, neag, irep, ieag; /* samples held, next slot */
+    uint8_t series;    /* probes so far in the current series */
+    uint8_t probe_out; /* a probe started and its time has not come yet */
+    uint8_t eager;     /* the replay lost: the segment runs eager for hold_left more sightings */
+    uint8_t recheck;   /* a hold ended: judged again once AG_PROFIT_SAMPLES replays are in */
+    uint8_t attempts;  /* probes in a row that could not be timed */
+    uint32_t reps;     /* replays since the last probe (or decision) */
+    uint32_t wait;     /* replays before the next probe (0: AG_PROFIT_FIRST) */
+    uint32_t quiet;    /* the next quiet stretch (0: AG_PROFIT_QUIET) */
+    uint32_t hold, hold_left;
+    uint32_t smin;     /* the fastest probe of the current series */
+} ag_profit_t;
+
+/* A sighting of the segment starts: 1 if it runs eager (a probe, or a hold after the replay lost). */
+int ag_profit_start(ag_profit_t *p);
+
+/* The sighting ended: how it ran (AG_RUN_EAGER only for one ag_profit_start forced; one it forced that
+ * could not be timed is AG_RUN_OTHER with forced set) and its time. Returns 1 when the segment is left
+ * eager now, -1 when a judgement kept (or brought back) its graphs, 0 otherwise. */
+int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns);
+
 typedef struct {
     uint64_t seed;     /* chain state at the segment's start */
     uint32_t length;   /* operations in the segment the last time it ended */
@@ -51,6 +100,7 @@ typedef struct {
     uint32_t nends;         /* its chunk ends (0: the default plan) */
     uint32_t *ends;
     uint64_t used;          /* the learner's segment count when it last ended (0: the entry is free) */
+    ag_profit_t profit;     /* whether its graphs pay (profit.c) */
 } ag_seglen_t;
 
 /* The segment table: AG_SEGLEN_SETS sets of AG_SEGLEN_WAYS entries, a seed's set chosen by its hash,
@@ -205,6 +255,9 @@ void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gp
 
 /* The expected length, timings and plan of the segment that started at `seed`, or NULL if unknown. */
 const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed);
+
+/* The profitability record of the segment that started at `seed`, or NULL if unknown. */
+ag_profit_t *ag_learner_profit(ag_learner_t *l, uint64_t seed);
 
 /* The CUPTI guard starts (on) or stops watching the operations pushed from now on. */
 void ag_learner_watch(ag_learner_t *l, int on);

@@ -194,7 +194,14 @@ int main(int argc, char **argv)
         CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
     }
 
+    int flip = strcmp(which, "flip") == 0;
     for (int it = 0; it < iters; it++) {
+        /* flip: graph launches cost 200 us in the first half (plain launches win), the fake's defaults in
+         * the second (the graphs win) */
+        if (flip && it == 0)
+            fakecuda_set_host_costs(2000, 200000);
+        if (flip && it == iters / 2)
+            fakecuda_set_host_costs(2000, 3000);
         /* Swapping buffers each iteration: arguments change, as with a caching allocator. */
         CUdeviceptr x = buf[it % 2], y = buf[2 + it % 2];
         int len = n;

@@ -39,6 +39,10 @@
  *   correlation id of the call that launched it (for a graph's kernel, the cuGraphLaunch).
  * - Failure injection for tests of error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes the
  *   entry point `name` (its ABI name) return CUDA_ERROR_UNKNOWN, doing nothing, from its n-th call on.
+ * - Host costs: every kernel launch, memset and copy call spins FAKECUDA_LAUNCH_NS on the calling
+ *   thread (default 2000), every graph launch FAKECUDA_GRAPH_NS (default 3000): about what a real
+ *   driver costs the host, so that graphs of several launches pay on the fake as they do on a GPU (the
+ *   shim times them against plain launches, AUTOGRAPH_PROBE); a test can make them lose, or set 0.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -66,6 +70,10 @@ int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, unsigned n
 
 /* Reseeds the scheduler's PRNG (also settable with FAKECUDA_SEED before the first call). */
 void fakecuda_set_seed(unsigned seed);
+
+/* Sets the host costs of launches (kernels, memsets, copies) and of graph launches, in ns (as
+ * FAKECUDA_LAUNCH_NS and FAKECUDA_GRAPH_NS do at start-up): a program can change them mid-run. */
+void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns);
 
 /* Exactly cuLaunchKernel, CUPTI reports included (under cuLaunchKernel's callback id and name), through
  * a name the shim does not hook: a launch that reaches the driver by a route no hook sees (a pointer

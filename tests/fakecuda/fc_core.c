@@ -7,6 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* A real driver's host costs, about (the H200 hosts: 2-7 us a launch, 3-12 us a graph launch). */
+#define FC_LAUNCH_NS 2000
+#define FC_GRAPH_NS 3000
 
 fc_state fc_g;
 _Thread_local int fc_tl_in_work;
@@ -28,6 +33,26 @@ static void fc_once_init(void)
     fc_g.rng = fc_g.rng * 0x9E3779B97F4A7C15ull + 1;
     s = getenv("FAKECUDA_QUERY_NOT_READY");
     fc_g.query_not_ready = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_LAUNCH_NS");
+    fc_g.launch_ns = s ? strtoull(s, NULL, 0) : FC_LAUNCH_NS;
+    s = getenv("FAKECUDA_GRAPH_NS");
+    fc_g.graph_ns = s ? strtoull(s, NULL, 0) : FC_GRAPH_NS;
+}
+
+static uint64_t fc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void fc_spend(uint64_t ns)
+{
+    if (!ns)
+        return;
+    uint64_t end = fc_now_ns() + ns;
+    while (fc_now_ns() < end)
+        ;
 }
 
 static void fc_lock(void)
@@ -483,6 +508,14 @@ void fakecuda_set_seed(unsigned seed)
 {
     fc_lock();
     fc_g.rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
+    fc_leave();
+}
+
+void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns)
+{
+    fc_lock();
+    fc_g.launch_ns = launch_ns;
+    fc_g.graph_ns = graph_ns;
     fc_leave();
 }
 

@@ -169,6 +169,9 @@ typedef struct {
     size_t ncaps;
     CUresult async_err;
     int query_not_ready;
+    /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host
+     * costs a real driver has, so that the shim's probes can tell whether its graphs pay */
+    uint64_t launch_ns, graph_ns;
 } fc_state;
 
 extern fc_state fc_g;
@@ -237,6 +240,7 @@ CUresult fc_stream_resolve(CUstream h, int ptds, fc_stream **out);
 fc_op *fc_op_new(int kind);
 void fc_op_free(fc_op *op);
 CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq);
+void fc_spend(uint64_t ns);
 CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync);
 CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync);
 CUresult fc_sync_stream(fc_stream *s, uint64_t seq);

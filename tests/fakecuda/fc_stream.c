@@ -241,6 +241,7 @@ CUresult fc_sync_all(void) { return fc_run(NULL, 0); }
 
 CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync)
 {
+    fc_spend(fc_g.launch_ns);
     fc_stream *s;
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (r) return r;
@@ -268,6 +269,7 @@ CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync)
 
 CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync)
 {
+    fc_spend(fc_g.launch_ns);
     fc_stream *s;
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (r) return r;
@@ -523,6 +525,7 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { FC_API(1, fc_e
 static CUresult fc_launch_kernel(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned smem, CUstream hs, int ptds, void **kp, void **extra)
 {
+    fc_spend(fc_g.launch_ns);
     fc_func *f;
     CUresult r = fc_func_resolve(hf, &f);
     if (r) return r;

@@ -1,0 +1,120 @@
+/* Whether a segment's graphs pay: probes and verdicts (pure C, no CUDA headers; pattern.h says how). */
+#include <string.h>
+
+#include "pattern.h"
+
+static void push(uint32_t *ring, uint8_t *n, uint8_t *i, uint64_t ns)
+{
+    ring[*i] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    *i = (uint8_t)((*i + 1) % AG_PROFIT_SAMPLES);
+    if (*n < AG_PROFIT_SAMPLES)
+        (*n)++;
+}
+
+/* The median of n samples (the lower middle one for even n). */
+static uint64_t median(const uint32_t *ring, uint8_t n)
+{
+    uint32_t v[AG_PROFIT_SAMPLES];
+    memcpy(v, ring, sizeof *v * n);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            uint32_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n ? v[(n - 1) / 2] : 0;
+}
+
+/* Eager runs against replays, by medians: the replay loses where eager was ahead by the margin. */
+static int judge(ag_profit_t *p)
+{
+    uint64_t e = median(p->eag, p->neag), r = median(p->rep, p->nrep);
+    p->series = 0;
+    p->reps = 0;
+    if (p->neag >= AG_PROFIT_SAMPLES / 2 && e * (AG_PROFIT_MARGIN + 1) < r * AG_PROFIT_MARGIN) {
+        p->hold = p->hold ? (p->hold * 2 > AG_PROFIT_HOLD_MAX ? AG_PROFIT_HOLD_MAX : p->hold * 2) : AG_PROFIT_HOLD;
+        p->hold_left = p->hold;
+        p->eager = 1;
+        return 1;
+    }
+    p->wait = AG_PROFIT_RECHECK;
+    return -1;
+}
+
+int ag_profit_start(ag_profit_t *p)
+{
+    if (p->eager) {
+        if (p->hold_left) {
+            p->hold_left--;
+            return 1;
+        }
+        /* The hold is over: replays again, judged against the hold's eager times once enough are in. */
+        p->eager = 0;
+        p->nrep = p->irep = 0;
+        p->recheck = 1;
+        p->reps = 0;
+        return 0;
+    }
+    if (p->probe_out || p->recheck || p->nrep < AG_PROFIT_SAMPLES / 2 ||
+        p->reps < (p->wait ? p->wait : AG_PROFIT_FIRST))
+        return 0;
+    p->probe_out = 1;
+    p->reps = 0;
+    return 1;
+}
+
+int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
+{
+    if (how == AG_RUN_REPLAYED) {
+        push(p->rep, &p->nrep, &p->irep, ns);
+        if (p->eager)
+            return 0;
+        p->reps++;
+        if (p->recheck && p->nrep == AG_PROFIT_SAMPLES) {
+            p->recheck = 0;
+            return judge(p);
+        }
+        return 0;
+    }
+    if (!forced)
+        return 0; /* learning, a fallback: says nothing about the graphs */
+    if (p->eager) {
+        if (how == AG_RUN_EAGER)
+            push(p->eag, &p->neag, &p->ieag, ns);
+        return 0;
+    }
+    if (!p->probe_out)
+        return 0;
+    p->probe_out = 0;
+    if (how != AG_RUN_EAGER) {
+        /* The probe could not be timed (CUPTI attached, a rest began): again at the next sighting, a few
+         * times, then the series is given up until the next check. */
+        if (++p->attempts > AG_PROFIT_ATTEMPTS) {
+            p->attempts = 0;
+            p->series = 0;
+            p->reps = 0;
+            p->wait = AG_PROFIT_RECHECK;
+        } else {
+            p->reps = p->wait ? p->wait : AG_PROFIT_FIRST;
+        }
+        return 0;
+    }
+    p->attempts = 0;
+    push(p->eag, &p->neag, &p->ieag, ns);
+    uint32_t t = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    p->smin = p->series++ && p->smin < t ? p->smin : t;
+    if (p->series >= AG_PROFIT_CLEAR_PROBES &&
+        (uint64_t)p->smin * 100 >= median(p->rep, p->nrep) * AG_PROFIT_CLEAR_PCT) {
+        /* clearly slower eager: the graphs pay; the next look comes after a longer quiet stretch */
+        uint32_t q = p->quiet ? p->quiet : AG_PROFIT_QUIET;
+        p->wait = q;
+        p->quiet = q * 2 > AG_PROFIT_QUIET_MAX ? AG_PROFIT_QUIET_MAX : q * 2;
+        p->series = 0;
+        return 0;
+    }
+    if (p->series < AG_PROFIT_SAMPLES) {
+        p->wait = AG_PROFIT_SPACING;
+        return 0;
+    }
+    return judge(p);
+}
