@@ -45,18 +45,19 @@ typedef struct {
  * A graphed segment that ends at a real barrier is now and then run eagerly, as a probe, and its wall
  * time compared with its replays': from its first operation to the first operation after the barrier
  * that ends it (the host's wait at that barrier included; the program's own host work in between costs
- * the same either way, so it only adds noise). Two probes that both took AG_PROFIT_CLEAR_PCT percent
- * of the replays' median settle it (the replay pays: the next probe comes after a long quiet stretch,
- * twice as long each time); otherwise a series of AG_PROFIT_SAMPLES probes, one every AG_PROFIT_SPACING + 1
- * sightings, is compared by medians with the replays around it. Where eager was ahead by more than
+ * the same either way, so it only adds noise). Probes one every AG_PROFIT_SPACING + 1 sightings make
+ * a series: once k of them (k >= 2) were all slower than the replays' median by more than
+ * AG_PROFIT_CLEAR_PCT / k percent (50% for 2, 25% for 4, ...), the replay pays, and the next series comes
+ * after a long quiet stretch (twice as long each time); otherwise AG_PROFIT_SAMPLES probes are compared
+ * by medians with the replays around them. Where eager was ahead by more than
  * 1/AG_PROFIT_MARGIN, the segment runs eager for a hold of sightings (twice as long each time it loses
  * again), then replays AG_PROFIT_SAMPLES times and is judged again against the hold's own eager times.
  * Noise only ever adds time, so slow probes can only keep the graphs (what the engine did before). */
 #define AG_PROFIT_SAMPLES 8
 #define AG_PROFIT_FIRST 8     /* replays before the first probe */
 #define AG_PROFIT_SPACING 3   /* replays between two probes of a series */
-#define AG_PROFIT_CLEAR_PCT 125 /* probes this slow (percent of the replays' median) ... */
-#define AG_PROFIT_CLEAR_PROBES 2 /* ... this many of them in a row settle it */
+#define AG_PROFIT_CLEAR_PCT 50  /* k probes this many percent / k slower than the replays settle it ... */
+#define AG_PROFIT_CLEAR_PROBES 2 /* ... from this many on */
 #define AG_PROFIT_MARGIN 32   /* eager must be ahead by more than 1/32 (about 3%) */
 #define AG_PROFIT_QUIET 1024  /* replays before the next probe once the replay was clearly ahead ... */
 #define AG_PROFIT_QUIET_MAX 65536 /* ... doubling each time up to this */

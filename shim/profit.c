@@ -103,8 +103,9 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
     push(p->eag, &p->neag, &p->ieag, ns);
     uint32_t t = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
     p->smin = p->series++ && p->smin < t ? p->smin : t;
+    /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent */
     if (p->series >= AG_PROFIT_CLEAR_PROBES &&
-        (uint64_t)p->smin * 100 >= median(p->rep, p->nrep) * AG_PROFIT_CLEAR_PCT) {
+        (uint64_t)p->smin * 100 * p->series >= median(p->rep, p->nrep) * (100 * p->series + AG_PROFIT_CLEAR_PCT)) {
         /* clearly slower eager: the graphs pay; the next look comes after a longer quiet stretch */
         uint32_t q = p->quiet ? p->quiet : AG_PROFIT_QUIET;
         p->wait = q;

@@ -3,8 +3,8 @@
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
 # It takes about 8-10 minutes on an H200; BENCH_REPS (default 5) and TORCH_REPS (7) trade time for noise.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, plans,
-# own_graph, plan_stats, never_repeat, bench; the build always.
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, probes,
+# plans, own_graph, plan_stats, never_repeat, bench; the build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
@@ -36,8 +36,8 @@ fi
 grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
 
 # The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead),
-# shim replaying (the speed-up) and replaying with the halving chunk plan (AUTOGRAPH_CHUNK_PLAN=halving,
-# against the default modeled plan); TORCH_REPS (7) interleaved runs each, pinned to the same cores
+# shim replaying (the speed-up) and replaying without probes (AUTOGRAPH_PROBE=off: what the probes
+# cost); TORCH_REPS (7) interleaved runs each, pinned to the same cores
 # (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
 # up to 25%; PYTHONHASHSEED and no ASLR take two more sources of layout noise out). Ratios of medians
 # of each run's median step (step_us), never a timed assertion.
@@ -56,30 +56,31 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
             >"$T/t_off.out" 2>>"$T/t_off.err"
         LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/t_all.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_all.out" 2>>"$T/t_all.err"
-        LD_PRELOAD=$lib AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_STATS=$T/t_halving.json "${pin[@]}" python3 \
-            tests/python/torch_mlp.py --steps 200 >"$T/t_halving.out" 2>>"$T/t_halving.err"
+        LD_PRELOAD=$lib AUTOGRAPH_PROBE=off AUTOGRAPH_STATS=$T/t_noprobe.json "${pin[@]}" python3 \
+            tests/python/torch_mlp.py --steps 200 >"$T/t_noprobe.out" 2>>"$T/t_noprobe.err"
     done
     same=no
     cmp -s "$T/t_plain.out" "$T/t_all.out" && cmp -s "$T/t_plain.out" "$T/t_off.out" &&
-        cmp -s "$T/t_plain.out" "$T/t_halving.out" && same=yes
+        cmp -s "$T/t_plain.out" "$T/t_noprobe.out" && same=yes
     torch_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
 d = sys.argv[1]
 def med(k, key="step_us"): return statistics.median(float(m) for m in re.findall(key + r': ([0-9.]+)', open(f"{d}/t_{k}.err").read()))
-p, o, a, h = med("plain"), med("off"), med("all"), med("halving")
+p, o, a, h = med("plain"), med("off"), med("all"), med("noprobe")
 s = json.load(open(f"{d}/t_all.json"))
 r = s["replay"]
-hr = json.load(open(f"{d}/t_halving.json"))["replay"]
+hr = json.load(open(f"{d}/t_noprobe.json"))["replay"]
 print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.2f}%) | replaying {a:.0f} us "
-      f"(speed-up {p/a:.3f}x; halving plan {h:.0f} us, {p/h:.3f}x) | in loss.item(): plain {med('plain', 'sync_us'):.0f} us, "
-      f"replaying {med('all', 'sync_us'):.0f} us, halving {med('halving', 'sync_us'):.0f} us | steady loop speed-up "
-      f"{med('plain', 'steady_ms') / med('all', 'steady_ms'):.3f}x | identical losses: {sys.argv[2]} | replayed "
+      f"(speed-up {p/a:.3f}x; without probes {h:.0f} us, {p/h:.3f}x) | in loss.item(): plain {med('plain', 'sync_us'):.0f} us, "
+      f"replaying {med('all', 'sync_us'):.0f} us, without probes {med('noprobe', 'sync_us'):.0f} us | steady loop speed-up "
+      f"{med('plain', 'steady_ms') / med('all', 'steady_ms'):.3f}x, without probes {med('plain', 'steady_ms') / med('noprobe', 'steady_ms'):.3f}x"
+      f" | probes {r['profit']} | identical losses: {sys.argv[2]} | replayed "
       f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
       + ", ".join(f"{k} {v:.0f}" for k, v in r['host_ns_per_match_phases'].items()) + ") | per step: patch "
       f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes; in the driver: "
       + ", ".join(f"{k} {1e3*r['host_ms_patch_driver_by_kind'][k]/200:.0f} us for {r['nodes_patched_by_kind'][k]/200:.1f}"
                   for k in ("kernel", "memset", "copy")) + "), graph launches "
-      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}; halving plan "
+      f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}; without probes "
       f"{hr['graph_launches']/200:.1f}) | segments planned {r['segments_planned']} of {r['segments_timed']} timed"
       # within the one process, free of the spread between processes: the eager driver time of the launches
       # replayed (sampled in the same process) less the engine's matching and replay host time
@@ -88,6 +89,33 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
 PY
 )
 fi
+
+# Probes (AUTOGRAPH_PROBE): plain, the default, and the shim without probes, loop ms, medians of 3
+# interleaved runs each, with the default runs' probe counts (probes, verdicts against the graphs,
+# judgements for them, sightings run plain by a verdict) and replayed share.
+probe_line=""
+want probes && for smp in memops launch_bound two_streams mlp_train jacobi nvtx_ranges curand_host shape_change; do
+    : >"$T/qe"; : >"$T/qd"; : >"$T/qo"
+    for i in 1 2 3; do
+        "$BUILD/bin/$smp" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/qe"
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/qd.json "$BUILD/bin/$smp" 2>&1 >/dev/null |
+            sed -n 's/^loop_ms: //p' >>"$T/qd"
+        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_PROBE=off "$BUILD/bin/$smp" 2>&1 >/dev/null |
+            sed -n 's/^loop_ms: //p' >>"$T/qo"
+    done
+    probe_line+=$(python3 - "$T" "$smp" <<'PY'
+import json, statistics, sys
+d, smp = sys.argv[1], sys.argv[2]
+e, q, o = ([float(x) for x in open(f"{d}/{k}")] for k in ("qe", "qd", "qo"))
+s = json.load(open(f"{d}/qd.json")); r = s["replay"]
+if e and q and o:
+    me, mq, mo = statistics.median(e), statistics.median(q), statistics.median(o)
+    print(f"  {smp}: plain {me:.1f} ms | default {mq:.1f} ms ({me / mq:.3f}x of plain) | probes off {mo:.1f} ms "
+          f"({me / mo:.3f}x; default {mo / mq:.3f}x of it) | probes {r['profit']} | replayed "
+          f"{100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}%")
+PY
+)$'\n'
+done
 
 # The modeled chunk plan against the halving one on the samples where they differ most: loop ms, medians
 # of 3 interleaved runs each, and how many segments got a modeled plan.
@@ -229,6 +257,8 @@ echo "ctest: $(grep -sE 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) 
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
+printf '%s' "$probe_line"
 echo "chunk plans, modeled against halving (loop ms, medians of 3):"
 printf '%s' "$plan_line"
 echo "launch_bound against its hand graph, by chunking (medians of 3): $lbc_line"

@@ -48,6 +48,7 @@ static uint64_t us100(long i) { (void)i; return 100000; }
 static uint64_t us50(long i) { (void)i; return 50000; }
 static uint64_t us90(long i) { (void)i; return 90000; }
 static uint64_t us102(long i) { (void)i; return 102000; }
+static uint64_t us115(long i) { (void)i; return 115000; }
 static uint64_t us300(long i) { (void)i; return 300000; }
 /* noise only ever adds time: a third of the runs take 4x as long */
 static uint64_t us100_spiky(long i) { return i % 3 ? 100000 : 400000; }
@@ -74,6 +75,11 @@ int main(void)
     CHECK(t.left >= 4 && t.kept == 0);
     CHECK(t.max_hold >= 8 * AG_PROFIT_HOLD && t.max_hold <= AG_PROFIT_HOLD_MAX);
     CHECK(t.eager_runs > 2700); /* nearly every sighting after the first series */
+
+    /* Replays ahead by 15%: settled after four probes (each slower by more than 50%/4). */
+    memset(&p, 0, sizeof p);
+    t = play(&p, 1000, us100, us115, 0);
+    CHECK(t.probes == 4 && t.left == 0 && t.held == 0);
 
     /* A close call (plain 2% slower, within the margin): the graphs are kept, a new series after 256. */
     memset(&p, 0, sizeof p);
