@@ -54,7 +54,7 @@ typedef struct {
  * again), then replays AG_PROFIT_SAMPLES times and is judged again against the hold's own eager times.
  * Noise only ever adds time, so slow probes can only keep the graphs (what the engine did before). */
 #define AG_PROFIT_SAMPLES 8
-#define AG_PROFIT_FIRST 8     /* replays before the first probe */
+#define AG_PROFIT_FIRST 32    /* replays before the first probe (a short run is not probed) */
 #define AG_PROFIT_SPACING 3   /* replays between two probes of a series */
 #define AG_PROFIT_CLEAR_PCT 50  /* k probes this many percent / k slower than the replays settle it ... */
 #define AG_PROFIT_CLEAR_PROBES 2 /* ... from this many on */

@@ -107,7 +107,7 @@ int main(void)
     /* Probes that cannot be timed are asked for again at the next sightings, then the series is given
      * up until the next check (256 replays later): never a verdict from them. */
     memset(&p, 0, sizeof p);
-    t = play(&p, 40, us100, us90, 1);
+    t = play(&p, AG_PROFIT_FIRST + 40, us100, us90, 1);
     CHECK(t.probes == AG_PROFIT_ATTEMPTS + 1 && t.left == 0 && t.held == 0);
     CHECK(p.wait == AG_PROFIT_RECHECK);
     t = play(&p, 300, us100, us90, 0);
