@@ -161,13 +161,14 @@ static struct {
      * deferral counts at its start, whether it runs eager by the verdict's choice (forced), and whether
      * anything made its time say nothing about graphs (a fallback, CUPTI, a virtual barrier, a rest);
      * the segment that ended last, timed at the next operation (pp_*). Statistics: probes started,
-     * verdicts that left a segment eager or kept its graphs, sightings run eager by a verdict. */
-    int pf_on, pf_forced, pf_probe, pf_other;
+     * verdicts that left a segment eager or kept its graphs, sightings run eager by a verdict, kernels
+     * launched by probes (pf_probing: the current segment is a probe). */
+    int pf_on, pf_forced, pf_probing, pf_other;
     uint64_t pf_seed, pf_op0, pf_def0;
     int pp_open, pp_forced;
     ag_run_t pp_how;
     uint64_t pp_seed, pp_t0;
-    uint64_t pf_probes, pf_left_eager, pf_kept, pf_held;
+    uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels;
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
 
 atomic_int ag_engine_on;
@@ -730,10 +731,11 @@ static void profit_begin(void)
     E.pf_def0 = E.deferred;
     E.pf_t0 = 0;
     E.pf_other = ag_cupti_attached();
-    E.pf_forced = 0;
+    E.pf_forced = E.pf_probing = 0;
     ag_profit_t *p = E.pf_other || E.guard_stopped ? NULL : ag_learner_profit(&E.learner, E.pf_seed);
     if (p && ag_profit_start(p)) {
         E.pf_forced = 1;
+        E.pf_probing = !p->eager;
         if (p->eager)
             E.pf_held++;
         else
@@ -955,6 +957,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     } else {
         E.seg_kernels += o->kind == OP_KERNEL;
         E.eager_kernels += o->kind == OP_KERNEL;
+        E.pf_probe_kernels += E.pf_probing && o->kind == OP_KERNEL;
     }
     E.ops++;
     if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
@@ -1740,9 +1743,11 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     json_object(f, "nodes_patched_by_kind", kind_names, by_kind, 3, 0);
     json_object(f, "host_ms_patch_driver_by_kind", kind_names, drv_ms, 3, 3);
     json_object(f, "fallbacks", fb_names, fb, FB_COUNT, 0);
-    static const char *const probe_names[4] = {"probes", "left_eager", "graphs_kept", "sightings_eager"};
-    const double probe[4] = {(double)E.pf_probes, (double)E.pf_left_eager, (double)E.pf_kept, (double)E.pf_held};
-    json_object(f, "profit", probe_names, probe, 4, 0);
+    static const char *const probe_names[5] = {"probes", "left_eager", "graphs_kept", "sightings_eager",
+                                               "launches_probed"};
+    const double probe[5] = {(double)E.pf_probes, (double)E.pf_left_eager, (double)E.pf_kept, (double)E.pf_held,
+                             (double)E.pf_probe_kernels};
+    json_object(f, "profit", probe_names, probe, 5, 0);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)E.S.windows, (unsigned long long)E.S.launches);

@@ -22,6 +22,8 @@ need() {
     run_pair "$BATS_TEST_TMPDIR/mlp200" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200
     same_output "$BATS_TEST_TMPDIR/mlp200"
     summary "$BATS_TEST_TMPDIR/mlp200" torch_mlp_200
+    # at least 90% of the launches replayed, leaving out those the probes ran on plain launches on
+    # purpose (96.3% of all before probes; 92.4% of all, 8 probes, on the two-GPU host in the tenth session)
     replayed_at_least "$BATS_TEST_TMPDIR/mlp200" 90
 }
 
