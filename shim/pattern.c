@@ -412,9 +412,12 @@ static void gkey_put(ag_learner_t *l, uint64_t key, uint32_t pos)
     }
     struct ag_gkey *g = gkey_slot(l, key);
     l->ngkeys += !g->run;
+    g->prev_run = g->run ? g->run : 0; /* (an empty slot has no earlier pass) */
+    g->prev_tick = g->tick;
     g->key = key;
     g->run = l->watch_run;
     g->pos = pos;
+    g->tick = l->tick;
 }
 
 void ag_learner_watch(ag_learner_t *l, int on)
@@ -434,7 +437,9 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v)
     if (v->guarded)
         return 1;
     const struct ag_gkey *a = gkey_slot(l, v->start), *b = gkey_slot(l, v->end);
-    v->guarded = a->run && b->run && a->run == b->run && b->pos == a->pos + v->len;
+    v->guarded = a->run && b->run && b->pos == a->pos + v->len &&
+                 ((a->run == b->run && b->tick == a->tick + v->len) ||
+                  (a->prev_run == b->run && b->tick == a->prev_tick + v->len));
     l->guarded_total += v->guarded;
     return v->guarded;
 }
@@ -444,9 +449,9 @@ int ag_learner_push(ag_learner_t *l, uint64_t sig)
     l->chunk_sigs[l->chunk_pos++] = sig;
     l->content = ag_mix(l->content, sig);
     l->seg_pos++;
+    l->tick++; /* before the key is stamped with it: a chunk's end is len ticks after its start */
     if (l->watch_run)
         gkey_put(l, key_of(l), l->seg_pos);
-    l->tick++;
     l->ring[l->ring_total++ % AG_PERIOD_WINDOW] = sig;
     if (l->period) {
         if (++l->period_pos >= l->period) {

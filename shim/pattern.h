@@ -186,13 +186,17 @@ typedef struct {
     int32_t *prefix;       /* scratch for the prefix function */
     uint64_t *lin;         /* scratch: the window in chronological order */
 
-    /* Keys (points of the iteration) passed while the CUPTI guard watched, with the watch run they were
-     * last seen in and their position in the segment: a chunk whose start and end keys were passed in one
-     * run, len operations apart, had every operation of it seen by the guard, whatever chunk plan cut it
-     * (open addressing; cleared when three quarters full). */
+    /* Keys (points of the iteration) passed while the CUPTI guard watched, with their position in the
+     * segment and, for the last two passes, the watch run and the learner's tick: a chunk whose end key
+     * was passed len operations (ticks, and positions in the segment) after a pass of its start key in
+     * the same run had every operation of it seen by the guard, whatever chunk plan cut it (open
+     * addressing; cleared when three quarters full). The start's pass before its last counts too: at a
+     * chunk's start its key was just passed again. Without the ticks, a watch that began where a chunk
+     * ends (CUPTI attaching there) and passed the chunk's start in the next iteration took the chunk for
+     * watched, though none of its operations were. */
     struct ag_gkey {
-        uint64_t key;
-        uint32_t run, pos;
+        uint64_t key, tick, prev_tick;
+        uint32_t run, prev_run, pos;
     } *gkeys;
     size_t ngkeys;
     uint32_t last_run;

@@ -24,6 +24,8 @@
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
 #                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
 #                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
+#   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
+#                    the guard saw it whole, so an unhooked launch first coming right after it is caught
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
 #                    segments and launches go straight to the driver (AUTOGRAPH_REST=0: none); one novel
 #                    for 300 iterations, then repeating: replayed once it repeats, nearly as without
@@ -194,6 +196,18 @@ own_graph)
     same pc cap
     expect cap "c.get('finalizes') == c.get('detaches') + 1 and c.get('warmed') is True"
     expect_fake cap "finalizes == c['finalizes'] and costly == c['attaches']"
+    ;;
+attach_point)
+    # CUPTI attaches where a chunk seen the second time ends (iteration 3's first 8 launches: none of them
+    # watched). In iteration 4 that chunk must run on plain launches under the guard (only work the
+    # guard saw whole may be held back), or its graph would close the window before the unhooked launch,
+    # which first comes in iteration 4 right after it, is seen: the output would differ. (A segment
+    # longer than the model plans, so that the window's first iteration is not held eager for timing.)
+    plain p --after 2100 --unhooked-from 3 --iters 8
+    shim run -- --after 2100 --unhooked-from 3 --iters 8
+    same p run
+    expect run "$unhooked"
+    expect run "s['replay']['stopped_by_guard'] is True and s['replay']['guard_trusted'] is False"
     ;;
 rests)
     export AUTOGRAPH_CUPTI=off

@@ -4,7 +4,7 @@
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
- *                   [--host-us U]
+ *                   [--host-us U] [--before N] [--after N]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -21,7 +21,10 @@
  *   --own-graph    the program launches a graph of its own (one empty node) at the end of every iteration
  *   --own-capture  before its loop the program captures a graph of its own (never launched)
  *   --host-us U    the host works U microseconds after the fourth launch of every iteration (as a program
- *                  that prepares its next input there): a graph launched before that gap runs during it */
+ *                  that prepares its next input there): a graph launched before that gap runs during it
+ *   --before N     deferrable launches before the unhooked one in every iteration (default 9)
+ *   --after N      deferrable launches after it (default 6; those past the fifteenth launch with grids of
+ *                  their own) */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -37,8 +40,8 @@
 
 
 #define N 256
-#define BEFORE 9 /* deferrable launches before the unhooked one: not a chunk size the shim would pick */
-#define AFTER 6
+#define BEFORE 9 /* deferrable launches before the unhooked one (--before): not a chunk size the shim would pick */
+#define AFTER 6 /* deferrable launches after it (--after) */
 
 static long spin_us, host_us;
 
@@ -154,7 +157,7 @@ static void profiler_detach(void)
 
 int main(int argc, char **argv)
 {
-    int iters = 40, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
+    int iters = 40, before = BEFORE, after = AFTER, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
     int novel_until = 0, sync_until = -1, segments = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
@@ -169,6 +172,10 @@ int main(int argc, char **argv)
             spin_us = atol(argv[++i]);
         else if (strcmp(argv[i], "--host-us") == 0 && i + 1 < argc)
             host_us = atol(argv[++i]);
+        else if (strcmp(argv[i], "--before") == 0 && i + 1 < argc)
+            before = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--after") == 0 && i + 1 < argc)
+            after = atoi(argv[++i]);
         else if (strcmp(argv[i], "--never-repeat") == 0)
             never_repeat = 1;
         else if (strcmp(argv[i], "--novel-until") == 0 && i + 1 < argc)
@@ -185,7 +192,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
                             "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
                             "[--own-graph | --own-capture] "
-                            "[--host-us U]\n");
+                            "[--host-us U] [--before N] [--after N]\n");
             return 2;
         }
     }
@@ -244,15 +251,19 @@ int main(int argc, char **argv)
         }
         if (profiler && it == iters / 2)
             profiler_attach();
-        for (int k = 0; k < BEFORE + AFTER; k++) {
-            if (k == BEFORE && unhooked && it >= unhooked_from) {
+        for (int k = 0; k < before + after; k++) {
+            if (k == before && unhooked && it >= unhooked_from) {
                 uint32_t u = (uint32_t)it;
                 void *p[] = {&x, &u};
                 CK(fakecuda_unhooked_launch(mix, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
             }
             uint32_t a = 2u * (uint32_t)k + 3u, b = (uint32_t)k + 1u;
             void *p[] = {&x, &a, &b};
-            unsigned grid = never_repeat || it < novel_until ? (unsigned)(it * (BEFORE + AFTER) + k + 1) : 1u;
+            /* (launches past the default count get grids of their own: a long run of one signature would be
+             * found periodic, and replayed inside the first iteration) */
+            unsigned grid = never_repeat || it < novel_until ? (unsigned)(it * (before + after) + k + 1)
+                            : k >= BEFORE + AFTER                 ? (unsigned)k
+                                                                  : 1u;
             CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
             for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
                 ; /* the host's own work */

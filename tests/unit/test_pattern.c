@@ -515,6 +515,30 @@ int main(void)
     CHECK(s.fallbacks == 0);
     ag_learner_destroy(&s.l);
 
+    /* A watch that begins where a chunk ends (CUPTI attaches at a chunk's second sighting) covers what
+     * comes after that point, not the chunk: passing the chunk's start in the next iteration does not make
+     * it watched (its start and end keys were both passed in the watch, len apart in the segment, but the
+     * end before the start). It is watched once the next iteration has run it under the guard. */
+    sim_init(&s, 128);
+    s.l.require_guard = 1;
+    for (int it = 0; it < 3; it++)
+        iteration(&s, 200, 0, 1); /* the loop's point of the second iteration comes back from the third */
+    for (int i = 0; i < 8; i++)
+        sim_op(&s, K(i % 17, 0)); /* the first chunk (8 operations, the ramp) */
+    ag_learner_watch(&s.l, 1);
+    for (int i = 8; i < 200; i++)
+        sim_op(&s, K(i % 17, 0));
+    sim_op(&s, BARRIER);
+    CHECK(s.ncand == 0); /* the first chunk: never watched */
+    for (int i = 0; i < 8; i++)
+        sim_op(&s, K(i % 17, 0));
+    CHECK(s.ncand > 0); /* the second chunk: watched whole in the last iteration */
+    for (int i = 8; i < 200; i++)
+        sim_op(&s, K(i % 17, 0));
+    sim_op(&s, BARRIER);
+    CHECK(s.ncand > 0); /* the first chunk again: watched whole now */
+    ag_learner_destroy(&s.l);
+
     /* The guard's coverage belongs to the points of the iteration it watched, not to chunks: chunks that
      * a new plan cuts out of watched work (the tail's timing arrived) are deferrable without another
      * window, and work it never watched is not. */
