@@ -449,6 +449,7 @@ static void flush_eager(int reason)
         CUresult r = ag_issue(&E.pending[i], E.pending[i].stream, E.arena);
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
+        ag_stage_issued_op(&E.pending[i]); /* before the application's next operations on the stream */
     }
     ag_chunk_t c = chunk();
     ag_stage_issued(&c, NULL);
@@ -569,6 +570,10 @@ static void complete(ag_variant_t *v)
         return;
     }
     ag_stage_issued(&c, E.pending[0].stream); /* the chunk's other streams wait for the graph on this one */
+    /* the application's event records last: after our own sample event and staging fences */
+    CUresult rr = ag_graph_record_events(&c);
+    if (rr != CUDA_SUCCESS)
+        AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;

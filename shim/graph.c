@@ -131,10 +131,16 @@ static void stage_fence(int b, CUstream s)
  * operation's own stream when s is NULL). */
 void ag_stage_issued(const ag_chunk_t *c, CUstream s)
 {
-    for (uint32_t i = 0; i < c->n && G.stg.pending_mask; i++)
+    for (uint32_t i = 0; s && i < c->n && G.stg.pending_mask; i++)
         if (c->ops[i].kind == OP_H2D && c->ops[i].stage >= 0)
-            stage_fence(c->ops[i].stage, s ? s : c->ops[i].stream);
+            stage_fence(c->ops[i].stage, s);
     G.stg.pending_mask = 0;
+}
+
+void ag_stage_issued_op(const ag_op_t *o)
+{
+    if (o->kind == OP_H2D && o->stage >= 0)
+        stage_fence(o->stage, o->stream);
 }
 
 /* A pinned copy of n bytes of a pageable source, valid until the work that reads it has run. */
@@ -514,13 +520,19 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
         for (int k = 1; rr == CUDA_SUCCESS && k < ns; k++)
             rr = REAL(cuStreamWaitEvent)(streams[k], G.post_ev, 0);
     }
-    for (uint32_t i = 0; rr == CUDA_SUCCESS && i < c->n; i++)
-        if (c->ops[i].kind == OP_EVREC)
-            rr = ag_issue(&c->ops[i], c->ops[i].stream, c->arena);
     if (rr != CUDA_SUCCESS)
         AG_LOG_CAPPED(AG_LOG_WARN, "ordering a graph with its streams failed (CUDA error %d)", (int)rr);
     g->last_launch = ++G.clock;
     return CUDA_SUCCESS;
+}
+
+CUresult ag_graph_record_events(const ag_chunk_t *c)
+{
+    CUresult r = CUDA_SUCCESS;
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < c->n; i++)
+        if (c->ops[i].kind == OP_EVREC)
+            r = ag_issue(&c->ops[i], c->ops[i].stream, c->arena);
+    return r;
 }
 
 

@@ -22,9 +22,14 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v);
 /* Writes into the exec what changed since its last launch; 0, or -1 when the driver refused a patch
  * (the exec cannot be trusted then: release it). */
 int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c);
-/* Launches the graph for the chunk, ordered with the chunk's streams and events. CUDA's result: a
- * failure means nothing of the chunk was issued. */
+/* Launches the graph for the chunk, ordered with the chunk's streams and the events it waits for.
+ * CUDA's result: a failure means nothing of the chunk was issued. The chunk's event records are left to
+ * ag_graph_record_events. */
 CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c);
+/* Records the application's events of a launched chunk: the last thing on their streams, after
+ * anything of the shim's own that follows the graph (a sync on one of them, then a query of its
+ * stream, must find the stream done, as it would without the shim). */
+CUresult ag_graph_record_events(const ag_chunk_t *c);
 /* Destroys v's graph (the learner's release callback too). */
 void ag_graph_release(ag_variant_t *v, void *ctx);
 /* The staging buffer the device-to-host node i of g writes to. */
@@ -33,9 +38,12 @@ const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i);
 /* A pinned copy of a pageable source, valid until the work that reads it has run; NULL when no
  * staging buffer is free now (the copy is then not held back). *which names the buffer. */
 void *ag_stage_copy(const void *src, size_t n, int8_t *which);
-/* The chunk's operations were issued (the graph on `s`, or each on its own stream when s is NULL):
- * fences the staging buffers they read. */
+/* The chunk's graph was issued on `s`: fences the staging buffers its operations read. */
 void ag_stage_issued(const ag_chunk_t *c, CUstream s);
+/* Operation o was issued eagerly: fences the staging buffer it reads, if any (at once, before the
+ * operations after it on its stream); ag_stage_issued(c, NULL) afterwards only ends the chunk's use of
+ * the buffers. */
+void ag_stage_issued_op(const ag_op_t *o);
 /* The calling thread's staging buffer for a blocking device-to-host copy (AG_D2H_STAGING_MAX bytes). */
 void *ag_thread_staging(void);
 

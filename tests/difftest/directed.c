@@ -250,6 +250,32 @@ static void t_event_query_deferred(void)
     CK(cuEventDestroy(ev));
 }
 
+/* After a sync on the last event recorded on a stream the stream is done, and a query of it says so:
+ * nothing of the shim's own may follow the application's last record on the stream (a pageable copy in
+ * the repeating work makes the shim fence its staging buffer after each graph). Queries of work not done
+ * answer NOT_READY here, whatever the environment says. */
+static void t_event_sync_query(void)
+{
+    fakecuda_set_query_not_ready(1);
+    CUevent ev;
+    float *pg = malloc(N * 4);
+    if (!pg) exit(1);
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < N; i++) pg[i] = (float)((i + r) % 11) * 0.5f;
+        CK(cuMemcpyHtoDAsync(Z, pg, N * 4, s1));
+        pattern(s1, r);
+        CK(addto(s1, Y, Z));
+        CK(cuEventRecord(ev, s1));
+        CK(cuEventSynchronize(ev));
+        CUresult q = cuStreamQuery(s1);
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)q);
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuEventDestroy(ev));
+    free(pg);
+}
+
 static void t_event_elapsed(void)
 {
     CUevent a, b;
@@ -636,6 +662,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "stream_memops")) t_stream_wait_event(1);
     else if (!strcmp(n, "event_query_deferred")) t_event_query_deferred();
     else if (!strcmp(n, "event_elapsed")) t_event_elapsed();
+    else if (!strcmp(n, "event_sync_query")) t_event_sync_query();
     else if (!strcmp(n, "host_func")) t_host_func();
     else if (!strcmp(n, "module_unload")) t_module_unload();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();

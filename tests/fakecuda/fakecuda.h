@@ -71,6 +71,10 @@ int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, unsigned n
 /* Reseeds the scheduler's PRNG (also settable with FAKECUDA_SEED before the first call). */
 void fakecuda_set_seed(unsigned seed);
 
+/* Turns FAKECUDA_QUERY_NOT_READY's behaviour on or off from here on (a test that needs it sets it
+ * itself, whatever the environment). */
+void fakecuda_set_query_not_ready(int on);
+
 /* Sets the host costs of launches (kernels, memsets, copies) and of graph launches, in ns (as
  * FAKECUDA_LAUNCH_NS and FAKECUDA_GRAPH_NS do at start-up): a program can change them mid-run. */
 void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns);

@@ -511,6 +511,13 @@ void fakecuda_set_seed(unsigned seed)
     fc_leave();
 }
 
+void fakecuda_set_query_not_ready(int on)
+{
+    fc_lock();
+    fc_g.query_not_ready = on != 0;
+    fc_leave();
+}
+
 void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns)
 {
     fc_lock();
