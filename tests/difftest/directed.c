@@ -252,8 +252,9 @@ static void t_event_query_deferred(void)
 
 /* After a sync on the last event recorded on a stream the stream is done, and a query of it says so:
  * nothing of the shim's own may follow the application's last record on the stream (a pageable copy in
- * the repeating work makes the shim fence its staging buffer after each graph). Queries of work not done
- * answer NOT_READY here, whatever the environment says. */
+ * the repeating work makes the shim fence its staging buffer after each graph, and from the 64th graph
+ * launch on it samples 16 of them with events around them: 96 rounds). Queries of work not done answer
+ * NOT_READY here, whatever the environment says. */
 static void t_event_sync_query(void)
 {
     fakecuda_set_query_not_ready(1);
@@ -261,7 +262,7 @@ static void t_event_sync_query(void)
     float *pg = malloc(N * 4);
     if (!pg) exit(1);
     CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-    for (int r = 0; r < ROUNDS; r++) {
+    for (int r = 0; r < 96; r++) {
         for (int i = 0; i < N; i++) pg[i] = (float)((i + r) % 11) * 0.5f;
         CK(cuMemcpyHtoDAsync(Z, pg, N * 4, s1));
         pattern(s1, r);
