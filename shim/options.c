@@ -74,7 +74,7 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_PROBE] = {"AUTOGRAPH_PROBE", AG_OPT_ENUM, "on", "off|on",
                       "'on': now and then a graphed segment (the work between two syncs) runs on plain "
                       "launches instead, and its time from start to the end of its sync is compared with its "
-                      "replays'. Probes that were all slower by half (2 probes), a quarter (4), ... settle "
+                      "replays'. Probes that were all slower by a quarter (2 probes), an eighth (4), ... settle "
                       "it; otherwise a series of 8 probes is compared by medians, and a segment whose replay "
                       "came out more than 3% slower stays on plain launches for 64 sightings (twice as long "
                       "each time it loses again), then is judged again. Off while CUPTI watches everything ('guard', "

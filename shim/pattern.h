@@ -47,7 +47,7 @@ typedef struct {
  * that ends it (the host's wait at that barrier included; the program's own host work in between costs
  * the same either way, so it only adds noise). Probes one every AG_PROFIT_SPACING + 1 sightings make
  * a series: once k of them (k >= 2) were all slower than the replays' median by more than
- * AG_PROFIT_CLEAR_PCT / k percent (50% for 2, 25% for 4, ...), the replay pays, and the next series comes
+ * AG_PROFIT_CLEAR_PCT / k percent (25% for 2, 12.5% for 4, ...), the replay pays, and the next series comes
  * after a long quiet stretch (twice as long each time); otherwise AG_PROFIT_SAMPLES probes are compared
  * by medians with the replays around them. Where eager was ahead by more than
  * 1/AG_PROFIT_MARGIN, the segment runs eager for a hold of sightings (twice as long each time it loses
