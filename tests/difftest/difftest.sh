@@ -5,6 +5,7 @@
 #   difftest.sh BUILD_DIR --directed NAME   one directed test
 #   difftest.sh BUILD_DIR --directed-sweep NAME...   directed tests under several chunkings and schedules
 #   difftest.sh BUILD_DIR --self-check      proves that a sabotaged run is caught (exits 0 when it is)
+#   difftest.sh BUILD_DIR --fresh FIRST COUNT   random programs, each in a process of its own
 set -u
 build=${1:?usage: difftest.sh BUILD_DIR FIRST COUNT | --directed NAME | --self-check}
 build=$(cd "$build" && pwd)
@@ -84,6 +85,27 @@ PY
     [[ -n $s ]] && repro "$bin/difftest" --first "$s" --count 1 --verbose $extra
     echo "difftest: $nbad of $count programs differ"
     return 1
+}
+
+# Each program in a process of its own, plain and under the shim: what the engine does early in a process
+# (its first repeats, the first window of replay sampling, CUPTI's first attach) meets every program's
+# start, not only the first one's of a shard.
+fresh_programs() {
+    local first=$1 count=$2 s fails=0
+    for ((s = first; s < first + count; s++)); do
+        run_pair fresh "$bin/difftest" --first "$s" --count 1
+        if [[ $plain_rc -ne 0 ]]; then
+            echo "difftest: the plain run of seed $s failed (exit $plain_rc): a tester bug"
+            return 1
+        fi
+        if [[ $shim_rc -ne 0 ]] || ! cmp -s "$tmp/fresh.plain" "$tmp/fresh.shim"; then
+            fails=$((fails + 1))
+            echo "FAIL: seed $s (shim exit code $shim_rc)"
+            repro "$bin/difftest" --first "$s" --count 1 --verbose
+        fi
+    done
+    echo "difftest: seeds $first..$((first + count - 1)), each in a fresh process: $((count - fails)) of $count identical"
+    [[ $fails -eq 0 ]]
 }
 
 directed() {
@@ -170,5 +192,6 @@ case ${1:-} in
 --directed) directed "${2:?directed test name}" ;;
 --directed-sweep) shift; directed_sweep "${@:?directed test names}" ;;
 --self-check) self_check ;;
+--fresh) fresh_programs "${2:?first seed}" "${3:?count}" ;;
 *) random_programs "${1:?first seed}" "${2:?count}" "${3:-}" ;;
 esac
