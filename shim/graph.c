@@ -127,8 +127,9 @@ static void stage_fence(int b, CUstream s)
     REAL(cuEventRecord)(G.stg.fence_ev[b][k], s);
 }
 
-/* Fences the staging buffers the pending operations read, once they are issued (on `s`, or on each
- * operation's own stream when s is NULL). */
+/* The chunk's graph was issued on `s`: fences the staging buffers its operations read (after an eager
+ * re-issue, s is NULL: ag_stage_issued_op fenced each copy already). Either way the chunk's use of the
+ * buffers ends. */
 void ag_stage_issued(const ag_chunk_t *c, CUstream s)
 {
     for (uint32_t i = 0; s && i < c->n && G.stg.pending_mask; i++)

@@ -412,7 +412,7 @@ static void gkey_put(ag_learner_t *l, uint64_t key, uint32_t pos)
     }
     struct ag_gkey *g = gkey_slot(l, key);
     l->ngkeys += !g->run;
-    g->prev_run = g->run ? g->run : 0; /* (an empty slot has no earlier pass) */
+    g->prev_run = g->run; /* 0 for an empty slot: no earlier pass */
     g->prev_tick = g->tick;
     g->key = key;
     g->run = l->watch_run;
