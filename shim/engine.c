@@ -451,8 +451,7 @@ static void flush_eager(int reason)
             AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
         ag_stage_issued_op(&E.pending[i]); /* before the application's next operations on the stream */
     }
-    ag_chunk_t c = chunk();
-    ag_stage_issued(&c, NULL);
+    ag_stage_done();
     drained();
     E.reissue_ns += ag_now_ns() - t0;
 }

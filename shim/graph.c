@@ -127,15 +127,17 @@ static void stage_fence(int b, CUstream s)
     REAL(cuEventRecord)(G.stg.fence_ev[b][k], s);
 }
 
-/* The chunk's graph was issued on `s`: fences the staging buffers its operations read (after an eager
- * re-issue, s is NULL: ag_stage_issued_op fenced each copy already). Either way the chunk's use of the
- * buffers ends. */
+void ag_stage_done(void)
+{
+    G.stg.pending_mask = 0;
+}
+
 void ag_stage_issued(const ag_chunk_t *c, CUstream s)
 {
-    for (uint32_t i = 0; s && i < c->n && G.stg.pending_mask; i++)
+    for (uint32_t i = 0; i < c->n && G.stg.pending_mask; i++)
         if (c->ops[i].kind == OP_H2D && c->ops[i].stage >= 0)
             stage_fence(c->ops[i].stage, s);
-    G.stg.pending_mask = 0;
+    ag_stage_done();
 }
 
 void ag_stage_issued_op(const ag_op_t *o)

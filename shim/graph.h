@@ -41,9 +41,10 @@ void *ag_stage_copy(const void *src, size_t n, int8_t *which);
 /* The chunk's graph was issued on `s`: fences the staging buffers its operations read. */
 void ag_stage_issued(const ag_chunk_t *c, CUstream s);
 /* Operation o was issued eagerly: fences the staging buffer it reads, if any (at once, before the
- * operations after it on its stream); ag_stage_issued(c, NULL) afterwards only ends the chunk's use of
- * the buffers. */
+ * operations after it on its stream). */
 void ag_stage_issued_op(const ag_op_t *o);
+/* The held operations were all issued (eagerly, each fenced): they no longer hold staging buffers. */
+void ag_stage_done(void);
 /* The calling thread's staging buffer for a blocking device-to-host copy (AG_D2H_STAGING_MAX bytes). */
 void *ag_thread_staging(void);
 

@@ -3,9 +3,14 @@
 
 #include "pattern.h"
 
+static uint32_t clamp32(uint64_t ns)
+{
+    return ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+}
+
 static void push(uint32_t *ring, uint8_t *n, uint8_t *i, uint64_t ns)
 {
-    ring[*i] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    ring[*i] = clamp32(ns);
     *i = (uint8_t)((*i + 1) % AG_PROFIT_SAMPLES);
     if (*n < AG_PROFIT_SAMPLES)
         (*n)++;
@@ -101,7 +106,7 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
     }
     p->attempts = 0;
     push(p->eag, &p->neag, &p->ieag, ns);
-    uint32_t t = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    uint32_t t = clamp32(ns);
     p->smin = p->series++ && p->smin < t ? p->smin : t;
     /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent */
     if (p->series >= AG_PROFIT_CLEAR_PROBES &&

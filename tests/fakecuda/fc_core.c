@@ -39,7 +39,7 @@ static void fc_once_init(void)
     fc_g.graph_ns = s ? strtoull(s, NULL, 0) : FC_GRAPH_NS;
 }
 
-static uint64_t fc_now_ns(void)
+uint64_t fc_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

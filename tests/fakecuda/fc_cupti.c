@@ -9,7 +9,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fake_cupti.h"
 
@@ -83,16 +82,9 @@ uint32_t fc_cupti_api(uint32_t cbid, const char *name, int site)
     return fn ? fn(cbid, name, site) : 0;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t fc_cupti_kernel_start(void)
 {
-    return now_ns();
+    return fc_now_ns();
 }
 
 /* One device runs one kernel at a time: each starts no earlier than the last one ended and lasts at
@@ -102,7 +94,7 @@ void fc_cupti_kernel_end(uint64_t start, uint32_t correlation)
 {
     static uint64_t last_end;
     fakecupti_kernel_fn *fn = atomic_load_explicit(&kernel_fn, memory_order_acquire);
-    uint64_t end = now_ns();
+    uint64_t end = fc_now_ns();
     if (start < last_end)
         start = last_end;
     if (end <= start)

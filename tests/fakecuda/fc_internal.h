@@ -240,6 +240,7 @@ CUresult fc_stream_resolve(CUstream h, int ptds, fc_stream **out);
 fc_op *fc_op_new(int kind);
 void fc_op_free(fc_op *op);
 CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq);
+uint64_t fc_now_ns(void); /* CLOCK_MONOTONIC */
 void fc_spend(uint64_t ns);
 CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync);
 CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync);

@@ -43,6 +43,14 @@ grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SK
 # of each run's median step (step_us), never a timed assertion.
 torch_line="-"
 T=$(mktemp -d) # the per-run outputs stay here: only a few files come back from $OUT
+# loop_ms FILE [VAR=value...] PROGRAM [ARGS...]: runs a sample (with those settings) and appends the loop
+# time it reports (its `loop_ms:` line) to FILE. SHIM is the LD_PRELOAD setting of the shim.
+SHIM=LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so
+loop_ms() {
+    local out=$1
+    shift
+    env "$@" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$out"
+}
 if want torch && python3 -c "import torch" 2>/dev/null; then
     lib=$PWD/$BUILD/lib/libautograph.so
     export PYTHONHASHSEED=0 # one source of layout noise between processes less
@@ -97,11 +105,9 @@ probe_line=""
 want probes && for smp in memops launch_bound two_streams mlp_train jacobi nvtx_ranges curand_host shape_change; do
     : >"$T/qe"; : >"$T/qd"; : >"$T/qo"
     for i in 1 2 3; do
-        "$BUILD/bin/$smp" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/qe"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/qd.json "$BUILD/bin/$smp" 2>&1 >/dev/null |
-            sed -n 's/^loop_ms: //p' >>"$T/qd"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_PROBE=off "$BUILD/bin/$smp" 2>&1 >/dev/null |
-            sed -n 's/^loop_ms: //p' >>"$T/qo"
+        loop_ms "$T/qe" "$BUILD/bin/$smp"
+        loop_ms "$T/qd" "$SHIM" AUTOGRAPH_STATS="$T/qd.json" "$BUILD/bin/$smp"
+        loop_ms "$T/qo" "$SHIM" AUTOGRAPH_PROBE=off "$BUILD/bin/$smp"
     done
     probe_line+=$(python3 - "$T" "$smp" <<'PY'
 import json, statistics, sys
@@ -123,10 +129,8 @@ plan_line=""
 want plans && for smp in launch_bound memops two_streams nvtx_ranges mlp_train jacobi; do
     : >"$T/pm"; : >"$T/ph"
     for i in 1 2 3; do
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/pm.json "$BUILD/bin/$smp" 2>&1 >/dev/null |
-            sed -n 's/^loop_ms: //p' >>"$T/pm"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_PLAN=halving "$BUILD/bin/$smp" 2>&1 >/dev/null |
-            sed -n 's/^loop_ms: //p' >>"$T/ph"
+        loop_ms "$T/pm" "$SHIM" AUTOGRAPH_STATS="$T/pm.json" "$BUILD/bin/$smp"
+        loop_ms "$T/ph" "$SHIM" AUTOGRAPH_CHUNK_PLAN=halving "$BUILD/bin/$smp"
     done
     plan_line+=$(python3 - "$T" "$smp" <<'PY'
 import json, statistics, sys
@@ -149,13 +153,10 @@ lbc_line=-
 if want plans; then
     for k in graph def one r32; do : >"$T/lbc_$k"; done
     for i in 1 2 3; do
-        "$BUILD/bin/launch_bound" --graph 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/lbc_graph"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
-            sed -n 's/^loop_ms: //p' >>"$T/lbc_def"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256 "$BUILD/bin/launch_bound" \
-            2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/lbc_one"
-        LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_CHUNK_FIRST=32 "$BUILD/bin/launch_bound" 2>&1 >/dev/null |
-            sed -n 's/^loop_ms: //p' >>"$T/lbc_r32"
+        loop_ms "$T/lbc_graph" "$BUILD/bin/launch_bound" --graph
+        loop_ms "$T/lbc_def" "$SHIM" "$BUILD/bin/launch_bound"
+        loop_ms "$T/lbc_one" "$SHIM" AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256 "$BUILD/bin/launch_bound"
+        loop_ms "$T/lbc_r32" "$SHIM" AUTOGRAPH_CHUNK_FIRST=32 "$BUILD/bin/launch_bound"
     done
     lbc_line=$(python3 - "$T" <<'PY'
 import statistics, sys
@@ -176,9 +177,8 @@ fi
 if want own_graph; then
 : >"$T/own_plain"; : >"$T/own_shim"
 for i in 1 2 3 4 5; do
-    "$BUILD/bin/launch_bound" --graph 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/own_plain"
-    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/launch_bound" --graph 2>&1 >/dev/null |
-        sed -n 's/^loop_ms: //p' >>"$T/own_shim"
+    loop_ms "$T/own_plain" "$BUILD/bin/launch_bound" --graph
+    loop_ms "$T/own_shim" "$SHIM" "$BUILD/bin/launch_bound" --graph
 done
 own_line=$(python3 - "$T" <<'PY'
 import statistics, sys
@@ -216,11 +216,9 @@ fi
 if want never_repeat; then
 : >"$T/nr_plain"; : >"$T/nr_off"; : >"$T/nr_shim"
 for i in 1 2 3 4 5 6 7 8 9; do
-    "$BUILD/bin/never_repeat" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/nr_plain"
-    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_SCOPE=off "$BUILD/bin/never_repeat" 2>&1 >/dev/null |
-        sed -n 's/^loop_ms: //p' >>"$T/nr_off"
-    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so AUTOGRAPH_STATS=$T/nr$i.json "$BUILD/bin/never_repeat" 2>&1 \
-        >/dev/null | sed -n 's/^loop_ms: //p' >>"$T/nr_shim"
+    loop_ms "$T/nr_plain" "$BUILD/bin/never_repeat"
+    loop_ms "$T/nr_off" "$SHIM" AUTOGRAPH_SCOPE=off "$BUILD/bin/never_repeat"
+    loop_ms "$T/nr_shim" "$SHIM" AUTOGRAPH_STATS="$T/nr$i.json" "$BUILD/bin/never_repeat"
 done
 nr_line=$(python3 - "$T" <<'PY'
 import json, statistics, sys
