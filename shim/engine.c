@@ -1721,6 +1721,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
+               "    \"segments_gpu_paced\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -1730,7 +1731,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
-            (unsigned long long)E.learner.segments_planned,
+            (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

@@ -51,7 +51,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "halving toward the expected sync. 'model': the same until a segment was timed "
                            "once, operation by operation, while CUPTI watched it (AUTOGRAPH_CUPTI=learn or "
                            "always); then the cuts that a model of host and GPU times finishes soonest with, "
-                           "where it beats the halving plan by two graph launches and 0.5% of the segment's time."},
+                           "where it beats the halving plan by two graph launches and 0.5% of the segment's time; a "
+                           "segment whose GPU time is over half its host time keeps the ramp with no tail "
+                           "(the GPU still has work queued at the sync)."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},

@@ -241,13 +241,28 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
     uint64_t host = 0, gpu = 0;
     for (uint32_t i = 0; i < ops; i++)
         host += t[i].host_ns, gpu += t[i].gpu_ns;
+    uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);
     if (gpu * AG_PLAN_HOST_PER_GPU > host) {
-        drop_model_plan(s); /* the GPU sets the pace: the halving plan */
+        /* The GPU sets the pace: it still has work queued when the host reaches the barrier, so a tail
+         * that shrinks toward the barrier only adds graphs, each of which costs the GPU time between
+         * two graphs. The ramp, with no tail. */
+        drop_model_plan(s);
+        uint32_t n = best ? ag_plan_default(ops, l->chunk_max, l->chunk_first, ops, best, cap) : 0;
+        if (n) {
+            uint32_t *ends = realloc(best, sizeof *best * n);
+            s->ends = ends ? ends : best;
+            s->nends = n;
+            s->plan_len = ops;
+            best = NULL;
+            l->segments_planned++;
+            l->segments_gpu_paced++;
+        }
+        free(best);
+        free(def);
         return;
     }
     ag_plan_params_t pp = *p;
     pp.chunk_max = l->chunk_max;
-    uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);
     uint64_t tb = UINT64_MAX;
     uint32_t nb = best && def ? ag_plan_best(t, ops, &pp, best, cap, &tb) : 0;
     uint32_t nd = nb ? ag_plan_default(ops, l->chunk_max, l->chunk_first, tail_min(s), def, cap) : 0;

@@ -115,9 +115,10 @@ typedef struct {
 
 /* Longest segment the model plans (longer ones keep the default plan), and how many chunks beyond one
  * per AUTOGRAPH_CHUNK operations it considers. Only segments whose GPU time is at most a half of their
- * host time (as replay takes it) are planned: where the GPU sets the pace the halving plan did better on
- * the H200 (launch_bound 0.96x with the model; the model knows the GPU's time per kernel only as eager
- * launches took it). */
+ * host time (as replay takes it) get the model's cuts: where the GPU sets the pace they did worse on the
+ * H200 (launch_bound 0.96x; the model knows the GPU's time per kernel only as eager launches took it,
+ * longer than inside a graph, and cut too few chunks at the start). Such a segment keeps the ramp and
+ * loses the tail instead: the GPU has work queued when the host reaches the barrier. */
 #define AG_PLAN_MAX_OPS 2048
 #define AG_PLAN_EXTRA_CHUNKS 24
 #define AG_PLAN_HOST_PER_GPU 2
@@ -214,6 +215,7 @@ typedef struct {
     uint64_t segments_ended; /* real and virtual barriers: the segment table's clock */
     uint64_t segments_timed, segments_gpu_bound;
     uint64_t segments_planned; /* timings that gave a segment the modeled plan */
+    uint64_t segments_gpu_paced; /* those of them where the GPU sets the pace: the ramp with no tail */
     uint64_t period_searches; /* searches of the window for a period (each reads all of it) */
 } ag_learner_t;
 

@@ -4,7 +4,7 @@
 # Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
 # It takes about 8-10 minutes on an H200; BENCH_REPS (default 5) and TORCH_REPS (7) trade time for noise.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, probes,
-# plans, own_graph, plan_stats, never_repeat, bench; the build always.
+# plans (PLAN_REPS), own_graph, plan_stats, never_repeat, bench; the build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
@@ -124,11 +124,12 @@ PY
 done
 
 # The modeled chunk plan against the halving one on the samples where they differ most: loop ms, medians
-# of 3 interleaved runs each, and how many segments got a modeled plan.
+# of PLAN_REPS (3) interleaved runs each, how many segments got a modeled plan, and how many of those the
+# ramp with no tail (the GPU sets their pace).
 plan_line=""
-want plans && for smp in launch_bound memops two_streams nvtx_ranges mlp_train jacobi; do
+want plans && for smp in launch_bound driver_api memops two_streams nvtx_ranges mlp_train jacobi curand_host; do
     : >"$T/pm"; : >"$T/ph"
-    for i in 1 2 3; do
+    for i in $(seq "${PLAN_REPS:-3}"); do
         loop_ms "$T/pm" "$SHIM" AUTOGRAPH_STATS="$T/pm.json" "$BUILD/bin/$smp"
         loop_ms "$T/ph" "$SHIM" AUTOGRAPH_CHUNK_PLAN=halving "$BUILD/bin/$smp"
     done
@@ -140,32 +141,37 @@ r = json.load(open(f"{d}/pm.json"))["replay"]
 if m and h:
     print(f"  {smp}: modeled {statistics.median(m):.1f} ms, halving {statistics.median(h):.1f} ms "
           f"({statistics.median(h) / statistics.median(m):.3f}x); planned {r['segments_planned']} of "
-          f"{r['segments_timed']} timed; graph launches {r['graph_launches']}")
+          f"{r['segments_timed']} timed ({r.get('segments_gpu_paced', 0)} paced by the GPU); graph launches "
+          f"{r['graph_launches']}")
 PY
 )$'\n'
 done
 
-# launch_bound against its hand-written graph under other chunkings (loop ms, medians of 3 interleaved
-# runs): the default ramp (8, doubling, then halving toward the sync: about 10 graphs per iteration),
-# one graph per iteration (AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256: the GPU waits until all 200
-# launches are matched), and a ramp from 32. Where its gap to the hand graph comes from.
+# launch_bound against its hand-written graph under other chunkings (loop ms, medians of PLAN_REPS (3)
+# interleaved runs): the default (the ramp of 8, doubling, with no tail once CUPTI timed the segment as
+# paced by the GPU: 6 graphs per iteration), the halving plan (AUTOGRAPH_CHUNK_PLAN=halving: the ramp,
+# then halving toward the sync, about 10 graphs per iteration), one graph per iteration
+# (AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256: the GPU waits until all 200 launches are matched), and
+# CUPTI off (no timing: the halving plan, and no learning window). Where its gap to the hand graph comes from.
 lbc_line=-
 if want plans; then
-    for k in graph def one r32; do : >"$T/lbc_$k"; done
-    for i in 1 2 3; do
+    for k in graph def half one off; do : >"$T/lbc_$k"; done
+    for i in $(seq "${PLAN_REPS:-3}"); do
         loop_ms "$T/lbc_graph" "$BUILD/bin/launch_bound" --graph
         loop_ms "$T/lbc_def" "$SHIM" "$BUILD/bin/launch_bound"
+        loop_ms "$T/lbc_half" "$SHIM" AUTOGRAPH_CHUNK_PLAN=halving "$BUILD/bin/launch_bound"
         loop_ms "$T/lbc_one" "$SHIM" AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256 "$BUILD/bin/launch_bound"
-        loop_ms "$T/lbc_r32" "$SHIM" AUTOGRAPH_CHUNK_FIRST=32 "$BUILD/bin/launch_bound"
+        loop_ms "$T/lbc_off" "$SHIM" AUTOGRAPH_CUPTI=off "$BUILD/bin/launch_bound"
     done
     lbc_line=$(python3 - "$T" <<'PY'
 import statistics, sys
 d = sys.argv[1]
-v = {k: [float(x) for x in open(f"{d}/lbc_{k}")] for k in ("graph", "def", "one", "r32")}
+v = {k: [float(x) for x in open(f"{d}/lbc_{k}")] for k in ("graph", "def", "half", "one", "off")}
 if all(v.values()):
     g = statistics.median(v["graph"])
     print(f"hand graph {g:.1f} ms | " + " | ".join(f"{n} {statistics.median(v[k]):.1f} ms ({statistics.median(v[k]) / g:.3f}x)"
-          for k, n in (("def", "default"), ("one", "one graph per iteration"), ("r32", "ramp from 32"))))
+          for k, n in (("def", "default"), ("half", "halving plan"), ("one", "one graph per iteration"),
+                       ("off", "CUPTI off"))))
 else:
     print("no loop_ms")
 PY
@@ -257,9 +263,9 @@ cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
 printf '%s' "$probe_line"
-echo "chunk plans, modeled against halving (loop ms, medians of 3):"
+echo "chunk plans, modeled against halving (loop ms, medians of ${PLAN_REPS:-3}):"
 printf '%s' "$plan_line"
-echo "launch_bound against its hand graph, by chunking (medians of 3): $lbc_line"
+echo "launch_bound against its hand graph, by chunking (medians of ${PLAN_REPS:-3}): $lbc_line"
 echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
 echo "launch_bound's plan: $lb_line"

@@ -271,17 +271,37 @@ static void test_plan_learner(void)
         sim_op(&s, BARRIER);
         ag_learner_destroy(&s.l);
     }
-    /* The GPU sets the pace (its time more than half the host's): the halving plan stays, and a modeled
-     * plan the segment had goes. */
+    /* The GPU sets the pace (its time more than half the host's): the modeled plan the segment had goes,
+     * and the ramp stays with no tail (the GPU has work queued at the barrier): 8 8 16 32 64 12. */
     sim_init(&s, 128);
     s.l.model_plans = 1;
     for (int it = 0; it < 6; it++)
         iteration(&s, 140, 0, 1);
     ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 4500, 140ull * 30000, t, &PLAN_P);
-    CHECK(s.l.segments_planned == 1 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends > 0);
+    CHECK(s.l.segments_planned == 1 && s.l.segments_gpu_paced == 0 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends > 0);
     fill(t, 0, 140, 30000, 15001);
     ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 15001, 140ull * 30000, t, &PLAN_P);
-    CHECK(s.l.segments_planned == 1 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends == 0);
+    CHECK(s.l.segments_planned == 2 && s.l.segments_gpu_paced == 1);
+    const uint32_t paced[] = {8, 8, 16, 32, 64, 12};
+    const ag_seglen_t *sl = ag_learner_seglen(&s.l, s.l.seg_seed);
+    CHECK(sl->nends == 6 && sl->plan_len == 140);
+    for (uint32_t i = 0; i < 6 && i < sl->nends; i++)
+        CHECK(sl->ends[i] - (i ? sl->ends[i - 1] : 0) == paced[i]);
+    iteration(&s, 140, 0, 1);
+    iteration(&s, 140, 0, 0); /* the chunks closed by the plan */
+    CHECK(s.nlens == 6);
+    for (int i = 0; i < s.nlens && i < 6; i++)
+        CHECK(s.lens[i] == paced[i]);
+    ag_learner_destroy(&s.l);
+    /* The same timing with the halving plan: the tail halves (down to one operation of 15 us). */
+    sim_init(&s, 128);
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 140, 0, 1);
+    ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 15001, 140ull * 30000, t, &PLAN_P);
+    CHECK(s.l.segments_planned == 0 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends == 0);
+    iteration(&s, 140, 0, 1);
+    iteration(&s, 140, 0, 0);
+    CHECK(s.nlens > 6 && s.lens[s.nlens - 1] == 1);
     ag_learner_destroy(&s.l);
     fill(t, 0, 140, 30000, 4500);
 
