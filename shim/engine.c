@@ -90,10 +90,12 @@ static struct {
     ag_learner_t learner;
     ag_variant_t *cands[AG_MAX_CANDIDATES];
     int ncand;
-    /* event records of the current chunk: which event, at which position */
+    /* event records of the current chunk: which event, at which position, and whether it was held back
+     * (still held while npending > 0: a fallback issues everything held) */
     struct {
         CUevent ev;
         uint32_t pos;
+        int held;
     } recs[AG_MAX_RECORDS];
     int nrecs;
     /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
@@ -102,6 +104,9 @@ static struct {
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
     uint64_t replayed, graph_launches, copies_out;
+    /* syncs and queries of threads that issue no work (ag_engine_observe): passed untouched, and those
+     * that had to issue held work first */
+    uint64_t observer_passed, observer_flushes;
     uint64_t fallbacks[FB_COUNT];
     uint64_t replay_host_ns;
     /* what a sampled interval measures of its own clock reads, subtracted from each sample (written once,
@@ -953,6 +958,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
      * queue is full, and the GPU may be waiting for a thread that needs this lock. */
     if (o->kind == OP_EVREC) {
         E.recs[E.nrecs].ev = o->event;
+        E.recs[E.nrecs].held = deferred;
         E.recs[E.nrecs++].pos = pos0;
     }
     if (deferred) {
@@ -1592,6 +1598,30 @@ void ag_engine_barrier(ag_id_t id)
         ag_cupti_app_graph();
 }
 
+void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
+{
+    if (ag_issuer) {
+        ag_engine_barrier(id);
+        return;
+    }
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled) {
+        int held = 0;
+        if (E.npending) {
+            held = !a && !b; /* a stream or the context: any held work may be in it */
+            for (int i = 0; i < E.nrecs && !held; i++)
+                held = E.recs[i].held && (E.recs[i].ev == a || E.recs[i].ev == b);
+        }
+        if (held) {
+            E.observer_flushes++;
+            barrier(0xba77ULL + (uint64_t)id, FB_BARRIER);
+        } else {
+            E.observer_passed++;
+        }
+    }
+    pthread_mutex_unlock(&E.lock);
+}
+
 void ag_engine_capture_failed(ag_id_t id)
 {
     pthread_mutex_lock(&E.lock);
@@ -1722,6 +1752,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n"
+               "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -1732,6 +1763,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
+            (unsigned long long)E.observer_passed, (unsigned long long)E.observer_flushes,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

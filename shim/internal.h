@@ -94,6 +94,10 @@ extern atomic_int ag_bound;
 extern AG_TLS int ag_guard;
 /* Inside a barrier or deferrable hook on this thread (driver calls made now were seen by a hook). */
 extern AG_TLS int ag_hook_depth;
+/* This thread has called a hook that may defer work (a launch, memset, copy, event record or wait): its
+ * syncs and queries belong to the order of the work the engine learns. A thread that never did (a
+ * watchdog polling events) only observes (ag_engine_observe). */
+extern AG_TLS int ag_issuer;
 /* The engine operation (its number + 1) whose kernel this thread is launching eagerly now, or 0: the
  * CUPTI observer ties the kernel's timing record to it. */
 extern AG_TLS uint64_t ag_timing_op;
@@ -174,6 +178,11 @@ CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n);
 CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, CUstream s);
 /* Before a call through which deferred work could be observed: issues it (graph or eager). */
 void ag_engine_barrier(ag_id_t id);
+/* Before a sync or query of events a and b (both NULL: of a stream or the context): a barrier on a thread
+ * that issues work; on any other thread one only where it could observe held work (a record of a or b
+ * held back, or for a stream or the context any held work), and otherwise nothing at all, so that a
+ * thread that polls at times of its own does not cut the segments of the threads that issue work. */
+void ag_engine_observe(ag_id_t id, CUevent a, CUevent b);
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */

@@ -24,7 +24,7 @@
 
 /* A barrier: whatever the engine holds back is issued first (in order), then the call goes to the
  * driver. A capture that fails to begin is reported back so the engine does not wait for its end. */
-#define AG_BARRIER(name, params, args)                                                                \
+#define AG_BARRIER_(name, params, args, engine_call)                                                  \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
         ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
@@ -33,7 +33,7 @@
         ag_count(AG_ID_##name);                                                                       \
         ag_hook_depth++;                                                                              \
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
-            ag_engine_barrier(AG_ID_##name);                                                          \
+            engine_call;                                                                              \
         CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
             atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
@@ -41,6 +41,22 @@
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }
+#define AG_BARRIER(name, params, args) AG_BARRIER_(name, params, args, ag_engine_barrier(AG_ID_##name))
+/* A sync or query: a barrier, but one that a thread which never issued work may pass through where it
+ * cannot observe held work (ag_engine_observe). AG_OBS_<name>: the events it observes (NULL, NULL for a
+ * stream or the context). */
+#define AG_OBSERVING(name, params, args)                                                              \
+    AG_BARRIER_(name, params, args, ag_engine_observe(AG_ID_##name, AG_OBS_##name))
+#define AG_OBS_cuCtxSynchronize NULL, NULL
+#define AG_OBS_cuCtxSynchronize_v2 NULL, NULL
+#define AG_OBS_cuStreamSynchronize NULL, NULL
+#define AG_OBS_cuStreamSynchronize_ptsz NULL, NULL
+#define AG_OBS_cuStreamQuery NULL, NULL
+#define AG_OBS_cuStreamQuery_ptsz NULL, NULL
+#define AG_OBS_cuEventSynchronize hEvent, NULL
+#define AG_OBS_cuEventQuery hEvent, NULL
+#define AG_OBS_cuEventElapsedTime hStart, hEnd
+#define AG_OBS_cuEventElapsedTime_v2 hStart, hEnd
 
 /* An operation the engine may defer: it goes to the engine entry named by AG_ENGINE_<name>, which
  * takes the hook id and then the call's own arguments. While the engine rests it goes straight to the
@@ -57,6 +73,7 @@
             return real_ args;                                                                        \
         ag_count(AG_ID_##name);                                                                       \
         ag_hook_depth++;                                                                              \
+        ag_issuer = 1;                                                                                \
         int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
         CUresult r_;                                                                                  \
         if (on_ == AG_ENGINE_ACTIVE || ((barrier_when_resting) && on_ == AG_ENGINE_RESTING)) {        \
@@ -109,7 +126,7 @@
 #define AG_GEN_LAUNCH AG_BARRIER
 #define AG_GEN_COPY AG_BARRIER
 #define AG_GEN_SET AG_BARRIER
-#define AG_GEN_SYNC AG_BARRIER
+#define AG_GEN_SYNC AG_OBSERVING
 #define AG_GEN_EVENT AG_BARRIER
 #define AG_GEN_STREAM AG_BARRIER
 #define AG_GEN_HOSTFN AG_BARRIER

@@ -67,7 +67,8 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" setup_ms={c.get('setup_ms', '-')} warm_ms={c.get('warm_ms', '-')} gpu_bound={r.get('segments_gpu_bound', '-')}/{r.get('segments_timed', '-')}"
       f" sampled_busy={(r.get('replay_sampled') or {}).get('graph_busy', '-')}"
       f" rests={r.get('rests', '-')}/{r.get('segments_rested', '-')}"
-      f" probes={'/'.join(str(v) for v in (r.get('profit') or {}).values()) or '-'}")
+      f" probes={'/'.join(str(v) for v in (r.get('profit') or {}).values()) or '-'}"
+      f" observer={r.get('observer_syncs_passed', '-')}/{r.get('observer_syncs_flushed', '-')}")
 PY
 }
 

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* clock_gettime (internal.h, fakecuda_prog.h) under -std=c11 */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,54 @@ static void k_big(void **args, const fakecuda_dims_t *d)
         y[i] = y[i] * 0.5f + (float)(b->strides[i % 25][i % 16] % 7) + (float)b->sizes[i % 25];
 }
 
+/* m[0] = v, published to a host thread reading m directly (fakecuda's device memory is host memory) */
+static void k_mark(void **args, const fakecuda_dims_t *d)
+{
+    int *m = *(int **)args[0];
+    int v = *(int *)args[1];
+    (void)d;
+    __atomic_store_n(m, v, __ATOMIC_RELEASE);
+}
+
+/* The observer cases: a thread that issues no work polls the event of an iteration's mark, as a
+ * watchdog polls the events of collective operations. The main thread records marks[it % 2] after the
+ * kernel that writes it + 1 into *mark, then publishes it + 1. An event found complete must have its
+ * mark written: a poll answered from an earlier record while the new one is held back would find an
+ * older mark (a violation). "observer" polls the previous iteration's event (recorded before the work
+ * held now: the poll need not issue anything; polls land anywhere in the iteration), "observer_held"
+ * the current one, while the main thread waits for that poll (so the record is still held back: the
+ * poll must issue it first, every iteration). */
+typedef struct {
+    CUcontext ctx;
+    CUevent marks[2];
+    const int *mark;
+    int held; /* poll the current iteration's event */
+    int ready, done, published, polled, violations;
+} observer_t;
+
+static void *observer_main(void *arg)
+{
+    observer_t *o = arg;
+    if (cuCtxSetCurrent(o->ctx) != CUDA_SUCCESS) {
+        __atomic_store_n(&o->violations, -1, __ATOMIC_RELEASE);
+        __atomic_store_n(&o->ready, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    __atomic_store_n(&o->ready, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) {
+        int p = __atomic_load_n(&o->published, __ATOMIC_ACQUIRE);
+        int want = o->held ? p : p - 1; /* the iteration + 1 whose mark the polled record follows */
+        if (want < 1)
+            continue;
+        CUresult r = cuEventQuery(o->marks[(want - 1) % 2]);
+        /* the event may have been recorded again since (for iteration want + 2): then it is later still */
+        if (r == CUDA_SUCCESS && __atomic_load_n(o->mark, __ATOMIC_ACQUIRE) < want)
+            __atomic_add_fetch(&o->violations, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&o->polled, want, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "sync";
@@ -96,6 +145,8 @@ int main(int argc, char **argv)
     fakecuda_register_kernel("acc", k_acc, 3, s6);
     size_t s5[] = {8, sizeof(bigarg_t), 4};
     fakecuda_register_kernel("big", k_big, 3, s5);
+    size_t s7[] = {8, 4};
+    fakecuda_register_kernel("mark", k_mark, 2, s7);
     CK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
@@ -104,12 +155,13 @@ int main(int argc, char **argv)
     CK(cuCtxSetCurrent(ctx));
     CUmodule mod;
     CK(cuModuleLoadData(&mod, "fakecuda-module engine"));
-    CUfunction axpb, noise, sum, big, acc;
+    CUfunction axpb, noise, sum, big, acc, markf;
     CK(cuModuleGetFunction(&axpb, mod, "axpb"));
     CK(cuModuleGetFunction(&noise, mod, "noise"));
     CK(cuModuleGetFunction(&sum, mod, "sum"));
     CK(cuModuleGetFunction(&big, mod, "big"));
     CK(cuModuleGetFunction(&acc, mod, "acc"));
+    CK(cuModuleGetFunction(&markf, mod, "mark"));
     CUdeviceptr land;
     CK(cuMemAlloc(&land, 8 * N * sizeof(float)));
     CUdeviceptr buf[4], s;
@@ -195,6 +247,27 @@ int main(int argc, char **argv)
     }
 
     int flip = strcmp(which, "flip") == 0;
+    int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0;
+    observer_t obs;
+    memset(&obs, 0, sizeof obs);
+    pthread_t obs_thread;
+    CUdeviceptr markp = 0;
+    if (observe) {
+        CK(cuMemAlloc(&markp, sizeof(int)));
+        CK(cuMemsetD32(markp, 0, 1));
+        CK(cuEventCreate(&obs.marks[0], CU_EVENT_DISABLE_TIMING));
+        CK(cuEventCreate(&obs.marks[1], CU_EVENT_DISABLE_TIMING));
+        CK(cuCtxSynchronize());
+        obs.ctx = ctx;
+        obs.mark = (const int *)(uintptr_t)markp;
+        obs.held = strcmp(which, "observer_held") == 0;
+        if (pthread_create(&obs_thread, NULL, observer_main, &obs) != 0) {
+            fprintf(stderr, "engine_prog: no observer thread\n");
+            return 1;
+        }
+        while (!__atomic_load_n(&obs.ready, __ATOMIC_ACQUIRE))
+            ;
+    }
     for (int it = 0; it < iters; it++) {
         /* flip: graph launches cost 200 us in the first half (plain launches win), the fake's defaults in
          * the second (the graphs win) */
@@ -230,6 +303,15 @@ int main(int argc, char **argv)
             CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            if (observe && k == 20) {
+                int v = it + 1;
+                void *m[] = {&markp, &v};
+                CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
+                CK(cuEventRecord(obs.marks[it % 2], stream));
+                __atomic_store_n(&obs.published, it + 1, __ATOMIC_RELEASE);
+                while (obs.held && __atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < it + 1)
+                    ; /* until the observer polled this record */
+            }
             if ((streamswitch || ctxswitch) && k == 20 && it >= iters / 2) {
                 float oa = 0.5f, ob = (float)it;
                 void *o[] = {&own, &own, &oa, &ob, &len};
@@ -322,6 +404,11 @@ int main(int argc, char **argv)
         }
     }
     CK(cuCtxSynchronize());
+    if (observe) {
+        __atomic_store_n(&obs.done, 1, __ATOMIC_RELEASE);
+        pthread_join(obs_thread, NULL);
+        printf("observer violations %d\n", obs.violations);
+    }
     for (int i = 0; i < 4; i++) {
         CK(cuMemcpyDtoH(host, buf[i], sizeof host));
         h = fc_prog_fnv(h, host, sizeof host);
