@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,11 +197,13 @@ typedef struct prog {
     pthread_cond_t cv;
     long turn;
     CUcontext ctx;
+    int obs_stop; /* --observer: ends the polling thread */
 } prog_t;
 
 static int g_verbose;
 static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
+static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 enum { SAB_DROP = 1, SAB_STALE, SAB_REORDER, SAB_LATE };
 
 static CUdeviceptr phys(const prog_t *p, int slot, int it)
@@ -659,6 +662,39 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* --observer: a thread that issues no work, as a watchdog polling events, queries and syncs the program's
+ * events and streams at times of its own while it runs. Its answers are not part of the output (they
+ * depend on timing); the program's own results must stay the same with and without the shim, whether a
+ * poll passes untouched or has to issue held work first. */
+static void *observer(void *arg)
+{
+    prog_t *p = arg;
+    if (cuCtxSetCurrent(p->ctx) != CUDA_SUCCESS) {
+        __atomic_add_fetch(&p->sum.errors, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    uint64_t r = p->seed ^ 0x0b5e7e;
+    while (!__atomic_load_n(&p->obs_stop, __ATOMIC_ACQUIRE)) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        switch ((r >> 33) % 9) {
+        case 0: (void)cuEventQuery(p->ev_sync); break;
+        case 1: (void)cuEventQuery(p->ev_join); break;
+        case 2: (void)cuEventQuery(p->ev_fork); break;
+        case 3: (void)cuStreamQuery(p->s_main); break;
+        case 4: (void)cuStreamQuery(p->s_side); break;
+        case 5: (void)cuEventSynchronize(p->ev_join); break;
+        case 6: (void)cuStreamSynchronize(p->s_side); break;
+        case 7: {
+            float ms;
+            (void)cuEventElapsedTime(&ms, p->ev_join, p->ev_sync);
+            break;
+        }
+        default: sched_yield(); break;
+        }
+    }
+    return NULL;
+}
+
 static const char fake_image[] = "fakecuda-module difftest";
 
 static void describe(const prog_t *p)
@@ -739,6 +775,9 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuMemsetD32(jd, 0, 2));
     g_journal = (uint64_t *)(uintptr_t)jd; /* fakecuda's device memory is directly addressable */
 
+    pthread_t obs_th;
+    int obs = g_observer && pthread_create(&obs_th, NULL, observer, p) == 0;
+    if (g_observer && !obs) S->errors++;
     if (p->threads) {
         pthread_t th;
         pthread_mutex_init(&p->mu, NULL);
@@ -750,6 +789,10 @@ static int run_program(uint64_t seed)
         pthread_cond_destroy(&p->cv);
     } else {
         run_iterations(p, 0);
+    }
+    if (obs) {
+        __atomic_store_n(&p->obs_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(obs_th, NULL);
     }
 
     DT_CK(S, cuCtxSynchronize());
@@ -796,9 +839,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--verbose")) g_verbose = 1;
         else if (!strcmp(argv[i], "--host-us") && i + 1 < argc) g_host_us = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--observer")) g_observer = 1;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer]\n", argv[0]);
             return 2;
         }
     }
