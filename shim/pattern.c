@@ -231,6 +231,16 @@ static void drop_model_plan(ag_seglen_t *s)
     s->nends = s->plan_len = 0;
 }
 
+/* Segment s (ops operations) is cut at ends[0..n) from now on: the plan takes ends (malloc'd, n > 0). */
+static void take_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t *ends, uint32_t n, uint32_t ops)
+{
+    uint32_t *e = realloc(ends, sizeof *ends * n);
+    s->ends = e ? e : ends;
+    s->nends = n;
+    s->plan_len = ops;
+    l->segments_planned++;
+}
+
 /* The modeled plan for the segment of slot s (ops operations timed one by one), if it beats the default
  * plan clearly. */
 static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_optime_t *t,
@@ -249,12 +259,8 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
         drop_model_plan(s);
         uint32_t n = best ? ag_plan_default(ops, l->chunk_max, l->chunk_first, ops, best, cap) : 0;
         if (n) {
-            uint32_t *ends = realloc(best, sizeof *best * n);
-            s->ends = ends ? ends : best;
-            s->nends = n;
-            s->plan_len = ops;
+            take_plan(l, s, best, n, ops);
             best = NULL;
-            l->segments_planned++;
             l->segments_gpu_paced++;
         }
         free(best);
@@ -270,12 +276,8 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
     uint64_t margin = 2ull * pp.launch_ns + td / 200;
     drop_model_plan(s);
     if (nd && td != UINT64_MAX && tb < td && td - tb > margin) {
-        uint32_t *ends = realloc(best, sizeof *best * nb);
-        s->ends = ends ? ends : best;
-        s->nends = nb;
-        s->plan_len = ops;
+        take_plan(l, s, best, nb, ops);
         best = NULL;
-        l->segments_planned++;
     }
     free(best);
     free(def);
