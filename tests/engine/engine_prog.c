@@ -95,16 +95,17 @@ static void k_mark(void **args, const fakecuda_dims_t *d)
 }
 
 /* The observer cases: a thread that issues no work polls the event of an iteration's mark, as a
- * watchdog polls the events of collective operations. The main thread records marks[it % 2] after the
+ * watchdog polls the events of collective operations. The main thread records marks[it % 3] after the
  * kernel that writes it + 1 into *mark, then publishes it + 1. An event found complete must have its
  * mark written: a poll answered from an earlier record while the new one is held back would find an
  * older mark (a violation). "observer" polls the previous iteration's event (recorded before the work
- * held now: the poll need not issue anything; polls land anywhere in the iteration), "observer_held"
- * the current one, while the main thread waits for that poll (so the record is still held back: the
- * poll must issue it first, every iteration). */
+ * held now: the poll need not issue anything), "observer_held" the current one (held back while its
+ * chunk is: the poll must issue it first). After each record the main thread waits until the observer
+ * has polled once, so that every iteration has a poll while work is held back, whatever the scheduler
+ * does; the observer's other polls land anywhere in the iteration. */
 typedef struct {
     CUcontext ctx;
-    CUevent marks[2];
+    CUevent marks[3]; /* iteration it records marks[it % 3] */
     const int *mark;
     int held; /* poll the current iteration's event */
     int ready, done, published, polled, violations;
@@ -124,8 +125,8 @@ static void *observer_main(void *arg)
         int want = o->held ? p : p - 1; /* the iteration + 1 whose mark the polled record follows */
         if (want < 1)
             continue;
-        CUresult r = cuEventQuery(o->marks[(want - 1) % 2]);
-        /* the event may have been recorded again since (for iteration want + 2): then it is later still */
+        CUresult r = cuEventQuery(o->marks[(want - 1) % 3]);
+        /* the event may have been recorded again since (for iteration want + 3): then it is later still */
         if (r == CUDA_SUCCESS && __atomic_load_n(o->mark, __ATOMIC_ACQUIRE) < want)
             __atomic_add_fetch(&o->violations, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&o->polled, want, __ATOMIC_RELEASE);
@@ -255,8 +256,8 @@ int main(int argc, char **argv)
     if (observe) {
         CK(cuMemAlloc(&markp, sizeof(int)));
         CK(cuMemsetD32(markp, 0, 1));
-        CK(cuEventCreate(&obs.marks[0], CU_EVENT_DISABLE_TIMING));
-        CK(cuEventCreate(&obs.marks[1], CU_EVENT_DISABLE_TIMING));
+        for (int e = 0; e < 3; e++)
+            CK(cuEventCreate(&obs.marks[e], CU_EVENT_DISABLE_TIMING));
         CK(cuCtxSynchronize());
         obs.ctx = ctx;
         obs.mark = (const int *)(uintptr_t)markp;
@@ -307,10 +308,12 @@ int main(int argc, char **argv)
                 int v = it + 1;
                 void *m[] = {&markp, &v};
                 CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
-                CK(cuEventRecord(obs.marks[it % 2], stream));
+                CK(cuEventRecord(obs.marks[it % 3], stream));
                 __atomic_store_n(&obs.published, it + 1, __ATOMIC_RELEASE);
-                while (obs.held && __atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < it + 1)
-                    ; /* until the observer polled this record */
+                /* until the observer polled this record (observer_held) or the previous one (observer),
+                 * while this chunk's work is held back; it polls freely too */
+                while (__atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < (obs.held ? it + 1 : it))
+                    ;
             }
             if ((streamswitch || ctxswitch) && k == 20 && it >= iters / 2) {
                 float oa = 0.5f, ob = (float)it;
