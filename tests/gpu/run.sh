@@ -2,7 +2,10 @@
 # The whole GPU suite in one call (the device time is scarce): build, every CTest including the GPU
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
-# It takes about 8-10 minutes on an H200; BENCH_REPS (default 5) and TORCH_REPS (7) trade time for noise.
+# With the defaults (BENCH_REPS, TORCH_REPS and PLAN_REPS 3) it takes about 9-10 minutes on an H200, at
+# the edge of one device call's 10 minutes (the ctest part alone about 4, most of it bats.python): where
+# that is too long, split it with RUN_PARTS (ctest in one call, the rest in another). More reps trade
+# time for noise.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, bench; the build always.
 set -uo pipefail
@@ -37,7 +40,7 @@ grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SK
 
 # The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead),
 # shim replaying (the speed-up) and replaying without probes (AUTOGRAPH_PROBE=off: what the probes
-# cost); TORCH_REPS (7) interleaved runs each, pinned to the same cores
+# cost); TORCH_REPS (3) interleaved runs each, pinned to the same cores
 # (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
 # up to 25%; PYTHONHASHSEED and no ASLR take two more sources of layout noise out). Ratios of medians
 # of each run's median step (step_us), never a timed assertion.
@@ -58,7 +61,7 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
     command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
     # and the same address layout in every process (no ASLR), where setarch can turn it off
     setarch "$(uname -m)" -R true 2>/dev/null && pin=(setarch "$(uname -m)" -R "${pin[@]}")
-    for i in $(seq "${TORCH_REPS:-7}"); do
+    for i in $(seq "${TORCH_REPS:-3}"); do
         "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 >"$T/t_plain.out" 2>>"$T/t_plain.err"
         LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_off.out" 2>>"$T/t_off.err"
@@ -251,7 +254,7 @@ fi
 if want bench; then
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
-"$BUILD/bin/autograph" bench --cupti-compare --reps "${BENCH_REPS:-5}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
+"$BUILD/bin/autograph" bench --cupti-compare --reps "${BENCH_REPS:-3}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
 bench_rc=$?
 fi
 
