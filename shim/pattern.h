@@ -116,9 +116,9 @@ typedef struct {
 /* Longest segment the model plans (longer ones keep the default plan), and how many chunks beyond one
  * per AUTOGRAPH_CHUNK operations it considers. Only segments whose GPU time is at most a half of their
  * host time (as replay takes it) get the model's cuts: where the GPU sets the pace they did worse on the
- * H200 (launch_bound 0.96x; the model knows the GPU's time per kernel only as eager launches took it,
- * longer than inside a graph, and cut too few chunks at the start). Such a segment keeps the ramp and
- * loses the tail instead: the GPU has work queued when the host reaches the barrier. */
+ * H200 (launch_bound 0.96x: the model knows the GPU's time per kernel only as eager launches took it,
+ * which need not be its time inside a graph). Such a segment keeps the ramp and loses the tail instead:
+ * the GPU has work queued when the host reaches the barrier. */
 #define AG_PLAN_MAX_OPS 2048
 #define AG_PLAN_EXTRA_CHUNKS 24
 #define AG_PLAN_HOST_PER_GPU 2
