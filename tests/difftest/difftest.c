@@ -662,10 +662,14 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* --observer: a thread that issues no work, as a watchdog polling events, queries and syncs the program's
- * events and streams at times of its own while it runs. Its answers are not part of the output (they
- * depend on timing); the program's own results must stay the same with and without the shim, whether a
- * poll passes untouched or has to issue held work first. */
+/* --observer: a thread that issues no work, as a watchdog polling events, queries (and, but with
+ * FAKECUDA_QUERY_NOT_READY, syncs) the program's events and streams at times of its own while it runs.
+ * Its answers are not part of the output (they depend on timing); the program's own results must stay
+ * the same with and without the shim, whether a poll passes untouched or has to issue held work first.
+ * Its queries are passive on the fake (they run no work: a query that ran the program's work, or took
+ * the NOT_READY answer that FAKECUDA_QUERY_NOT_READY gives a record's first query, would change what the
+ * program's own queries answer, which a GPU's progress, not another thread's query, decides); its syncs
+ * run the work, so with FAKECUDA_QUERY_NOT_READY it makes none. */
 static void *observer(void *arg)
 {
     prog_t *p = arg;
@@ -673,22 +677,28 @@ static void *observer(void *arg)
         __atomic_add_fetch(&p->sum.errors, 1, __ATOMIC_RELAXED);
         return NULL;
     }
+    fakecuda_thread_passive(1);
+    const char *qnr = getenv("FAKECUDA_QUERY_NOT_READY");
+    unsigned kinds = qnr && atoi(qnr) == 1 ? 5 : 9; /* cases 5-8 sync (8 only yields) */
     uint64_t r = p->seed ^ 0x0b5e7e;
     while (!__atomic_load_n(&p->obs_stop, __ATOMIC_ACQUIRE)) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
-        switch ((r >> 33) % 9) {
+        unsigned k = (unsigned)((r >> 33) % 9);
+        if (k >= kinds)
+            k = k % 5;
+        switch (k) {
         case 0: (void)cuEventQuery(p->ev_sync); break;
         case 1: (void)cuEventQuery(p->ev_join); break;
         case 2: (void)cuEventQuery(p->ev_fork); break;
-        case 3: (void)cuStreamQuery(p->s_main); break;
-        case 4: (void)cuStreamQuery(p->s_side); break;
-        case 5: (void)cuEventSynchronize(p->ev_join); break;
-        case 6: (void)cuStreamSynchronize(p->s_side); break;
-        case 7: {
+        case 3: (void)(((r >> 40) & 1) ? cuStreamQuery(p->s_main) : cuStreamQuery(p->s_side)); break;
+        case 4: {
             float ms;
             (void)cuEventElapsedTime(&ms, p->ev_join, p->ev_sync);
             break;
         }
+        case 5: (void)cuEventSynchronize(p->ev_join); break;
+        case 6: (void)cuStreamSynchronize(p->s_side); break;
+        case 7: (void)cuStreamSynchronize(p->s_main); break;
         default: sched_yield(); break;
         }
     }

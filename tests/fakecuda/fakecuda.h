@@ -75,6 +75,11 @@ void fakecuda_set_seed(unsigned seed);
  * itself, whatever the environment). */
 void fakecuda_set_query_not_ready(int on);
 
+/* The calling thread's stream and event queries answer from the state of the work now, without running
+ * any of it and without FAKECUDA_QUERY_NOT_READY's bookkeeping (a polling thread that must not change
+ * what the program's own queries answer: queries run the queued work here, a real GPU runs it anyway). */
+void fakecuda_thread_passive(int on);
+
 /* Sets the host costs of launches (kernels, memsets, copies) and of graph launches, in ns (as
  * FAKECUDA_LAUNCH_NS and FAKECUDA_GRAPH_NS do at start-up): a program can change them mid-run. */
 void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns);

@@ -8,6 +8,9 @@
 #include <string.h>
 
 static _Thread_local fc_stream *tl_pts; /* this thread's per-thread default stream */
+static _Thread_local int tl_passive;     /* fakecuda_thread_passive: this thread's queries run nothing */
+
+void fakecuda_thread_passive(int on) { tl_passive = on != 0; }
 
 static fc_stream *fc_stream_new(unsigned flags, int prio)
 {
@@ -335,6 +338,7 @@ static CUresult fc_stream_query(CUstream h, int ptds)
     if (!r) r = fc_sync_prologue(s, 1);
     if (r) return r;
     if (s->done_seq >= s->last_seq) return CUDA_SUCCESS;
+    if (tl_passive) return CUDA_ERROR_NOT_READY;
     if (fc_g.query_not_ready && s->queried_seq < s->last_seq) {
         s->queried_seq = s->last_seq;
         return CUDA_ERROR_NOT_READY;
@@ -496,6 +500,7 @@ static CUresult fc_event_wait(CUevent h, int query)
     }
     if (!query) fc_g.stats.syncs++;
     if (fc_event_done(e)) return CUDA_SUCCESS;
+    if (query && tl_passive) return CUDA_ERROR_NOT_READY;
     if (query && fc_g.query_not_ready && e->queried_seq < e->rseq) {
         e->queried_seq = e->rseq;
         return CUDA_ERROR_NOT_READY;

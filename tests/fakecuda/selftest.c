@@ -297,6 +297,17 @@ static void test_ordering(void)
     OK(cuEventRecord(e1, blk));
     OK(cuEventRecord(nt, blk));
     ERR(cuEventElapsedTime(&ms, e0, e1), CUDA_ERROR_NOT_READY);
+    /* a passive thread's queries run nothing: the work stays queued, and the next plain query is still
+     * the first one (FAKECUDA_QUERY_NOT_READY) */
+    fakecuda_thread_passive(1);
+    for (int i = 0; i < 3; i++) {
+        ERR(cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+        ERR(cuStreamQuery(blk), CUDA_ERROR_NOT_READY);
+    }
+    fakecuda_thread_passive(0);
+    fakecuda_set_query_not_ready(1);
+    ERR(cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+    fakecuda_set_query_not_ready(0);
     CUresult q;
     while ((q = cuEventQuery(e1)) == CUDA_ERROR_NOT_READY) {} /* FAKECUDA_QUERY_NOT_READY=1 */
     OK(q);
