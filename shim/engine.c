@@ -46,6 +46,7 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define UNHOOKED_KIND 0x0b5e7eULL
 /* Segments timed while CUPTI was attached, waiting for their kernels' records (delivered at detach). */
 #define MAX_TIMING_REQS 8
+#define SEG_RECORDS 64
 /* Replay is sampled with CUDA events around graph launches: SAMPLE_LAUNCHES graph launches in a row,
  * the first window after SAMPLE_FIRST graph launches, then every SAMPLE_EVERY (two event records per
  * sampled launch, about 1-2 us each). */
@@ -98,6 +99,11 @@ static struct {
         int held;
     } recs[AG_MAX_RECORDS];
     int nrecs;
+    /* events recorded since the last real barrier (every one of them issued there): a query or sync of
+     * another event on a thread that issues work observes nothing held (ag_engine_observe); more than
+     * SEG_RECORDS of them, and every query and sync is a barrier again until the next one */
+    CUevent seg_recs[SEG_RECORDS];
+    int nseg_recs;
     /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
      * caller copies out of it after the sync), or NULL */
     const void *copyout;
@@ -107,6 +113,8 @@ static struct {
     /* syncs and queries of threads that issue no work (ag_engine_observe): passed untouched, and those
      * that had to issue held work first */
     uint64_t observer_passed, observer_flushes;
+    /* event queries and syncs of threads that issue work, of events recorded before the last barrier */
+    uint64_t old_event_passed;
     uint64_t fallbacks[FB_COUNT];
     uint64_t replay_host_ns;
     /* what a sampled interval measures of its own clock reads, subtracted from each sample (written once,
@@ -762,6 +770,7 @@ static void barrier(uint64_t kind, int reason)
         rest_end(); /* the next one is learned */
     }
     uint64_t content = E.learner.content; /* of the segment ending here (since a virtual barrier, if any) */
+    E.nseg_recs = 0; /* everything recorded so far is issued below */
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
@@ -840,6 +849,28 @@ static int init_engine(CUcontext ctx)
 
 /* Common entry for a deferrable operation, under the lock. `eager` issues it as the application asked.
  * Returns what the application gets back. */
+/* Event ev was recorded in this segment (SEG_RECORDS + 1 entries: full, every event counts as recorded). */
+static void seg_record(CUevent ev)
+{
+    for (int i = 0; i < E.nseg_recs && E.nseg_recs <= SEG_RECORDS; i++)
+        if (E.seg_recs[i] == ev)
+            return;
+    if (E.nseg_recs < SEG_RECORDS)
+        E.seg_recs[E.nseg_recs] = ev;
+    if (E.nseg_recs <= SEG_RECORDS)
+        E.nseg_recs++;
+}
+
+static int seg_recorded(CUevent ev)
+{
+    if (E.nseg_recs > SEG_RECORDS)
+        return 1;
+    for (int i = 0; i < E.nseg_recs; i++)
+        if (E.seg_recs[i] == ev)
+            return 1;
+    return 0;
+}
+
 static int tainted(uint64_t sig)
 {
     for (int i = 0; i < E.ntainted; i++)
@@ -960,6 +991,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs].held = deferred;
         E.recs[E.nrecs++].pos = pos0;
+        seg_record(o->event);
     }
     if (deferred) {
         if (E.seg_timed) /* a graph runs part of it: its kernels are not timed one by one */
@@ -1408,6 +1440,8 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
     /* External records and waits with flags are for other processes or graphs: not ours to hold. */
     if (per_thread(c->id, c->stream) || c->flags != 0 || !c->ev) {
         barrier(0xdefe4ULL, FB_UNDEFERRABLE);
+        if (kind == OP_EVREC && c->ev)
+            seg_record(c->ev);
         leave();
         return eager_event(c);
     } else {
@@ -1601,7 +1635,17 @@ void ag_engine_barrier(ag_id_t id)
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
 {
     if (ag_issuer) {
-        ag_engine_barrier(id);
+        /* Events recorded before the last barrier were issued there: a barrier only for those recorded
+         * since (decided by the program's order alone, so learning and replay see the same segments). */
+        int pass = 0;
+        if (a || b) {
+            pthread_mutex_lock(&E.lock);
+            pass = E.ready && !E.disabled && !(a && seg_recorded(a)) && !(b && seg_recorded(b));
+            E.old_event_passed += (uint64_t)pass;
+            pthread_mutex_unlock(&E.lock);
+        }
+        if (!pass)
+            ag_engine_barrier(id);
         return;
     }
     pthread_mutex_lock(&E.lock);
@@ -1753,6 +1797,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
+               "    \"old_event_syncs_passed\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -1764,6 +1809,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
             (unsigned long long)E.observer_passed, (unsigned long long)E.observer_flushes,
+            (unsigned long long)E.old_event_passed,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

@@ -178,10 +178,11 @@ CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n);
 CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, CUstream s);
 /* Before a call through which deferred work could be observed: issues it (graph or eager). */
 void ag_engine_barrier(ag_id_t id);
-/* Before a sync or query of events a and b (both NULL: of a stream or the context): a barrier on a thread
- * that issues work; on any other thread one only where it could observe held work (a record of a or b
- * held back, or for a stream or the context any held work), and otherwise nothing at all, so that a
- * thread that polls at times of its own does not cut the segments of the threads that issue work. */
+/* Before a sync or query of events a and b (both NULL: of a stream or the context): on a thread that
+ * issues work a barrier, but for events whose latest records all came before the last barrier (which
+ * issued them); on any other thread one only where it could observe held work (a record of a or b held
+ * back, or for a stream or the context any held work), and otherwise nothing at all, so that a thread
+ * that polls at times of its own does not cut the segments of the threads that issue work. */
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b);
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);

@@ -204,6 +204,7 @@ static int g_verbose;
 static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
+static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
 enum { SAB_DROP = 1, SAB_STALE, SAB_REORDER, SAB_LATE };
 
 static CUdeviceptr phys(const prog_t *p, int slot, int it)
@@ -599,6 +600,10 @@ static void exec_op(prog_t *p, int idx, int it)
         break;
     }
     }
+    /* --oldquery: now and then a query of an event recorded earlier (ev_sync: always before a barrier,
+     * its own sync or query; ev_join: maybe in this segment), its answer not part of the output */
+    dt_rng_t qr = {dt_mix(p->seed ^ 0x01dull, (uint64_t)it * 7919 + (uint64_t)idx)};
+    if (g_oldquery && dt_below(&qr, 6) == 0) (void)cuEventQuery(dt_below(&qr, 2) ? p->ev_sync : p->ev_join);
 }
 
 /* Runs one (iteration, op) step, applying a sabotage if one is armed: the bugs a broken shim would
@@ -850,9 +855,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verbose")) g_verbose = 1;
         else if (!strcmp(argv[i], "--host-us") && i + 1 < argc) g_host_us = atol(argv[++i]);
         else if (!strcmp(argv[i], "--observer")) g_observer = 1;
+        else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery]\n", argv[0]);
             return 2;
         }
     }

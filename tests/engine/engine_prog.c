@@ -249,6 +249,20 @@ int main(int argc, char **argv)
 
     int flip = strcmp(which, "flip") == 0;
     int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0;
+    /* oldquery: the main thread queries the event it has just recorded once (a barrier: it ends the
+     * segment at the same point every time), and later polls, a varying number of times, the one
+     * recorded in the iteration before (before the last barrier: it observes nothing held, no barrier). Each record follows a kernel
+     * that writes the iteration + 1 into *qmark: an event found complete whose mark is older is counted
+     * (a query answered while its record was still held back). */
+    int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
+    CUevent qev[2] = {NULL, NULL};
+    CUdeviceptr qmark = 0;
+    if (oldquery) {
+        CK(cuEventCreate(&qev[0], CU_EVENT_DISABLE_TIMING));
+        CK(cuEventCreate(&qev[1], CU_EVENT_DISABLE_TIMING));
+        CK(cuMemAlloc(&qmark, sizeof(int)));
+        CK(cuMemsetD32(qmark, 0, 1));
+    }
     observer_t obs;
     memset(&obs, 0, sizeof obs);
     pthread_t obs_thread;
@@ -304,6 +318,22 @@ int main(int argc, char **argv)
             CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            if (oldquery && k == 10) {
+                int v = it + 1;
+                void *m[] = {&qmark, &v};
+                CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
+                CK(cuEventRecord(qev[it % 2], stream));
+            }
+            if (oldquery && (k == 20 || k == 10) && (k == 10 || it > 0)) {
+                int cur = k == 10; /* this iteration's record (held back, if its chunk is), or the one before */
+                for (int q = 0; q <= (cur ? 0 : it % 3); q++) {
+                    CUresult r = cuEventQuery(qev[(it + (cur ? 0 : 1)) % 2]);
+                    h = fc_prog_fnv(h, &r, sizeof r);
+                    if (r == CUDA_SUCCESS &&
+                        __atomic_load_n((const int *)(uintptr_t)qmark, __ATOMIC_ACQUIRE) < (cur ? it + 1 : it))
+                        qviolations++;
+                }
+            }
             if (observe && k == 20) {
                 int v = it + 1;
                 void *m[] = {&markp, &v};
@@ -407,6 +437,8 @@ int main(int argc, char **argv)
         }
     }
     CK(cuCtxSynchronize());
+    if (oldquery)
+        printf("oldquery violations %d\n", qviolations);
     if (observe) {
         __atomic_store_n(&obs.done, 1, __ATOMIC_RELEASE);
         pthread_join(obs_thread, NULL);
