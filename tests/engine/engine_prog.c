@@ -251,9 +251,9 @@ int main(int argc, char **argv)
     int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0;
     /* oldquery: the main thread queries the event it has just recorded once (a barrier: it ends the
      * segment at the same point every time), and later polls, a varying number of times, the one
-     * recorded in the iteration before (before the last barrier: it observes nothing held, no barrier). Each record follows a kernel
-     * that writes the iteration + 1 into *qmark: an event found complete whose mark is older is counted
-     * (a query answered while its record was still held back). */
+     * recorded in the iteration before (before the last barrier: it observes nothing held, no
+     * barrier). Each record follows a kernel that writes the iteration + 1 into *qmark: an event found
+     * complete whose mark is older is counted (a query answered while its record was still held back). */
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
     CUevent qev[2] = {NULL, NULL};
     CUdeviceptr qmark = 0;
