@@ -1425,10 +1425,24 @@ static CUresult eager_event(const void *p)
     return ag_issue_event(&o, c->stream, c->ev);
 }
 
+/* A stream of another context (whose work passes eagerly) is made to wait for event ev: where ev was
+ * recorded in this segment its record may be held back, so the segment ends first (decided by the
+ * program's order, as every barrier, so that learning and replay cut the same segments). */
+static void foreign_wait(CUevent ev)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled && E.app_captures == 0 && seg_recorded(ev))
+        barrier(0xc0ffeeULL, FB_CONTEXT);
+    pthread_mutex_unlock(&E.lock);
+}
+
 static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
 {
-    if (!enter())
+    if (!enter()) {
+        if (kind == OP_EVWAIT && c->ev)
+            foreign_wait(c->ev);
         return eager_event(c);
+    }
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs));
     o.kind = (uint8_t)kind;

@@ -94,6 +94,48 @@ static void k_mark(void **args, const fakecuda_dims_t *d)
     __atomic_store_n(m, v, __ATOMIC_RELEASE);
 }
 
+/* dst[i] = *src (an int another kernel wrote), read when the kernel runs */
+static void k_take(void **args, const fakecuda_dims_t *d)
+{
+    int *dst = *(int **)args[0];
+    const int *src = *(const int *const *)args[1];
+    int i = *(int *)args[2];
+    (void)d;
+    dst[i] = __atomic_load_n(src, __ATOMIC_ACQUIRE);
+}
+
+/* ctxwait's other thread: in its own context, for each request n, its stream waits for the event and
+ * copies the mark into seen[n - 1]; then the fake runs all queued work (fakecuda_run_all, as a GPU would:
+ * no sync the shim could see, so nothing tells it to issue what it holds) and n is reported done. */
+typedef struct {
+    CUcontext ctx;
+    CUfunction take;
+    CUevent ev;
+    CUdeviceptr mark, seen;
+    int request, done, errors;
+} waiter_t;
+
+static void *waiter_main(void *arg)
+{
+    waiter_t *w = arg;
+    if (cuCtxSetCurrent(w->ctx) != CUDA_SUCCESS)
+        w->errors++;
+    for (int n = 1;; n++) {
+        int r;
+        while ((r = __atomic_load_n(&w->request, __ATOMIC_ACQUIRE)) != -1 && r < n)
+            ;
+        if (r == -1)
+            return NULL;
+        int i = n - 1;
+        void *t[] = {&w->seen, &w->mark, &i};
+        if (cuStreamWaitEvent(NULL, w->ev, 0) != CUDA_SUCCESS ||
+            cuLaunchKernel(w->take, 1, 1, 1, 1, 1, 1, 0, NULL, t, NULL) != CUDA_SUCCESS)
+            w->errors++;
+        fakecuda_run_all();
+        __atomic_store_n(&w->done, n, __ATOMIC_RELEASE);
+    }
+}
+
 /* The observer cases: a thread that issues no work polls the event of an iteration's mark, as a
  * watchdog polls the events of collective operations. The main thread records marks[it % 3] after the
  * kernel that writes it + 1 into *mark, then publishes it + 1. An event found complete must have its
@@ -148,6 +190,8 @@ int main(int argc, char **argv)
     fakecuda_register_kernel("big", k_big, 3, s5);
     size_t s7[] = {8, 4};
     fakecuda_register_kernel("mark", k_mark, 2, s7);
+    size_t s8[] = {8, 8, 4};
+    fakecuda_register_kernel("take", k_take, 3, s8);
     CK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
@@ -220,16 +264,43 @@ int main(int argc, char **argv)
      * or in another context (ctxswitch), into a buffer of its own: the held work must go first, and
      * the fallback is counted (other_stream, other_context). */
     int streamswitch = strcmp(which, "streamswitch") == 0, ctxswitch = strcmp(which, "ctxswitch") == 0;
+    /* ctxwait: in the middle of every iteration the held work's stream records an event after a kernel
+     * that writes the iteration + 1 into a mark; another thread, in another context, makes its stream
+     * wait for that event and copies the mark: the record must be issued before that wait goes to the
+     * driver (the thread that holds the work issues it at its own call into another context; this is
+     * another thread) */
+    int ctxwait = strcmp(which, "ctxwait") == 0;
+    waiter_t cw;
+    memset(&cw, 0, sizeof cw);
+    pthread_t cw_thread;
+    CUdeviceptr cwmark = 0;
     if (strcmp(which, "stream") == 0 || two || streamswitch)
         CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUcontext ctx2 = NULL;
     CUfunction axpb2 = NULL;
     CUdeviceptr own = 0;
-    if (ctxswitch) {
+    if (ctxswitch || ctxwait) {
         CUmodule mod2;
         CK(cuCtxCreate(&ctx2, NULL, 0, dev)); /* current until set back */
         CK(cuModuleLoadData(&mod2, "fakecuda-module engine"));
         CK(cuModuleGetFunction(&axpb2, mod2, "axpb"));
+        CK(cuModuleGetFunction(&cw.take, mod2, "take"));
+    }
+    if (ctxwait) {
+        CK(cuMemAlloc(&cw.seen, (size_t)iters * sizeof(int)));
+        CK(cuMemsetD32(cw.seen, 0, (size_t)iters));
+        CK(cuCtxSynchronize());
+        CK(cuCtxSetCurrent(ctx));
+        CK(cuEventCreate(&cw.ev, CU_EVENT_DISABLE_TIMING));
+        CK(cuMemAlloc(&cwmark, sizeof(int)));
+        CK(cuMemsetD32(cwmark, 0, 1));
+        CK(cuCtxSynchronize());
+        cw.ctx = ctx2;
+        cw.mark = cwmark;
+        if (pthread_create(&cw_thread, NULL, waiter_main, &cw) != 0) {
+            fprintf(stderr, "engine_prog: no waiter thread\n");
+            return 1;
+        }
     }
     if (ctxswitch || streamswitch) {
         CK(cuMemAlloc(&own, N * sizeof(float)));
@@ -318,6 +389,17 @@ int main(int argc, char **argv)
             CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            if (ctxwait && k == 20) {
+                int v = it + 1;
+                void *m[] = {&cwmark, &v};
+                CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
+                CK(cuEventRecord(cw.ev, stream));
+                for (int e = 0; e < 3; e++) /* more work in the record's chunk: it is still held below */
+                    CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+                __atomic_store_n(&cw.request, it + 1, __ATOMIC_RELEASE);
+                while (__atomic_load_n(&cw.done, __ATOMIC_ACQUIRE) < it + 1)
+                    ; /* until the other thread's copy ran */
+            }
             if (oldquery && k == 10) {
                 int v = it + 1;
                 void *m[] = {&qmark, &v};
@@ -439,6 +521,15 @@ int main(int argc, char **argv)
     CK(cuCtxSynchronize());
     if (oldquery)
         printf("oldquery violations %d\n", qviolations);
+    if (ctxwait) { /* every iteration's copy saw its own mark */
+        __atomic_store_n(&cw.request, -1, __ATOMIC_RELEASE);
+        pthread_join(cw_thread, NULL);
+        int late = cw.errors;
+        const int *seen = (const int *)(uintptr_t)cw.seen;
+        for (int i = 0; i < iters; i++)
+            late += seen[i] != i + 1;
+        printf("ctxwait copies of an older mark %d\n", late);
+    }
     if (observe) {
         __atomic_store_n(&obs.done, 1, __ATOMIC_RELEASE);
         pthread_join(obs_thread, NULL);

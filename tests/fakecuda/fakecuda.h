@@ -80,6 +80,10 @@ void fakecuda_set_query_not_ready(int on);
  * what the program's own queries answer: queries run the queued work here, a real GPU runs it anyway). */
 void fakecuda_thread_passive(int on);
 
+/* Runs every queued operation now, as a GPU runs its work without being asked. Not a CUDA entry point:
+ * a shim under test never sees it (a test's way to let work run that no sync of the program asks for). */
+void fakecuda_run_all(void);
+
 /* Sets the host costs of launches (kernels, memsets, copies) and of graph launches, in ns (as
  * FAKECUDA_LAUNCH_NS and FAKECUDA_GRAPH_NS do at start-up): a program can change them mid-run. */
 void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns);

@@ -518,6 +518,13 @@ void fakecuda_set_query_not_ready(int on)
     fc_leave();
 }
 
+void fakecuda_run_all(void)
+{
+    fc_lock();
+    (void)fc_sync_all();
+    fc_leave();
+}
+
 void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns)
 {
     fc_lock();
