@@ -46,6 +46,7 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define UNHOOKED_KIND 0x0b5e7eULL
 /* Segments timed while CUPTI was attached, waiting for their kernels' records (delivered at detach). */
 #define MAX_TIMING_REQS 8
+/* Distinct events remembered as recorded since the last real barrier (E.seg_recs). */
 #define SEG_RECORDS 64
 /* Replay is sampled with CUDA events around graph launches: SAMPLE_LAUNCHES graph launches in a row,
  * the first window after SAMPLE_FIRST graph launches, then every SAMPLE_EVERY (two event records per
@@ -847,8 +848,6 @@ static int init_engine(CUcontext ctx)
     return 0;
 }
 
-/* Common entry for a deferrable operation, under the lock. `eager` issues it as the application asked.
- * Returns what the application gets back. */
 /* Event ev was recorded in this segment (SEG_RECORDS + 1 entries: full, every event counts as recorded). */
 static void seg_record(CUevent ev)
 {
@@ -871,6 +870,8 @@ static int seg_recorded(CUevent ev)
     return 0;
 }
 
+/* An operation with this signature failed when it was issued once (issue_now): CUDA reports such an
+ * error at the call, so it is never held back. */
 static int tainted(uint64_t sig)
 {
     for (int i = 0; i < E.ntainted; i++)
