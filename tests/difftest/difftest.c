@@ -198,6 +198,12 @@ typedef struct prog {
     long turn;
     CUcontext ctx;
     int obs_stop; /* --observer: ends the polling thread */
+    /* --twoctx: the side stream is a stream of a second context, with its own module and library */
+    CUcontext ctx2;
+    CUmodule mod2;
+    CUlibrary lib2;
+    CUfunction fn2[K_N];
+    CUkernel kn2[K_N];
 } prog_t;
 
 static int g_verbose;
@@ -205,6 +211,14 @@ static long g_host_us; /* --host-us: the host's own work after each launch (host
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
+static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
+
+/* --twoctx: the calls on the side stream are made with its context current, then the first one again */
+static void side_ctx(prog_t *p, int on)
+{
+    if (g_twoctx && cuCtxSetCurrent(on ? p->ctx2 : p->ctx) != CUDA_SUCCESS)
+        __atomic_add_fetch(&p->sum.errors, 1, __ATOMIC_RELAXED);
+}
 enum { SAB_DROP = 1, SAB_STALE, SAB_REORDER, SAB_LATE };
 
 static CUdeviceptr phys(const prog_t *p, int slot, int it)
@@ -452,7 +466,9 @@ static void launch(prog_t *p, const op_t *o, int idx, int it)
     case K_MIX: kp[0] = &b0, kp[1] = &b1, kp[2] = &shift, kp[3] = &wq, kp[4] = &n; break;
     }
     CUfunction f = o->use_ck ? (CUfunction)p->kn[o->kern] : p->fn[o->kern];
+    if (g_twoctx && o->side) f = o->use_ck ? (CUfunction)p->kn2[o->kern] : p->fn2[o->kern];
     CUstream s = op_stream(p, o);
+    side_ctx(p, o->side);
     if (o->route == R_PARAMS) {
         DT_CK(S, cuLaunchKernel(f, gx, 1, 1, o->bx, 1, 1, 0, s, kp, NULL));
     } else if (o->route == R_EXTRA) {
@@ -474,6 +490,7 @@ static void launch(prog_t *p, const op_t *o, int idx, int it)
         cfg.hStream = s, cfg.attrs = &attr, cfg.numAttrs = 1;
         DT_CK(S, cuLaunchKernelEx(&cfg, f, kp, NULL));
     }
+    if (o->side) side_ctx(p, 0);
 }
 
 static void sync_main(prog_t *p) /* used before legacy-ordered sync calls when main is non-blocking */
@@ -569,10 +586,14 @@ static void exec_op(prog_t *p, int idx, int it)
         break;
     case OP_FORK:
         DT_CK(S, cuEventRecord(p->ev_fork, p->s_main));
+        side_ctx(p, 1);
         DT_CK(S, cuStreamWaitEvent(p->s_side, p->ev_fork, 0));
+        side_ctx(p, 0);
         break;
     case OP_JOIN:
+        side_ctx(p, 1);
         DT_CK(S, cuEventRecord(p->ev_join, p->s_side));
+        side_ctx(p, 0);
         DT_CK(S, cuStreamWaitEvent(p->s_main, p->ev_join, 0));
         break;
     case OP_HOSTFN: { /* the host function reads a value the stream copied just before it */
@@ -772,6 +793,23 @@ static int run_program(uint64_t seed)
         }
         p->argsize[k] = end;
     }
+    if (g_twoctx) {
+        CUdevice dev;
+        DT_CK(S, cuCtxGetDevice(&dev));
+        static CUcontext ctx2; /* one for the process: the fake has room for a few contexts only */
+        if (!ctx2) DT_CK(S, cuCtxCreate(&ctx2, NULL, 0, dev));
+        p->ctx2 = ctx2;
+        DT_CK(S, cuCtxSetCurrent(p->ctx2)); /* current until set back */
+        DT_CK(S, cuModuleLoadData(&p->mod2, fake_image));
+        DT_CK(S, cuLibraryLoadData(&p->lib2, fake_image, NULL, NULL, 0, NULL, NULL, 0));
+        for (int k = 0; k < K_N; k++) {
+            if (!p->kset[k]) continue;
+            DT_CK(S, cuModuleGetFunction(&p->fn2[k], p->mod2, k_names[k]));
+            DT_CK(S, cuLibraryGetKernel(&p->kn2[k], p->lib2, k_names[k]));
+        }
+        DT_CK(S, cuStreamCreate(&p->s_side, CU_STREAM_NON_BLOCKING));
+        DT_CK(S, cuCtxSetCurrent(p->ctx));
+    }
     for (int i = 0; i < p->nbuf; i++) {
         DT_CK(S, cuMemAlloc(&p->buf[i], p->bsize[i] * 4));
         float *init = malloc(p->bsize[i] * 4);
@@ -835,6 +873,13 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuStreamDestroy(p->streams[ST_NONBLOCKING]));
     DT_CK(S, cuModuleUnload(p->mod));
     DT_CK(S, cuLibraryUnload(p->lib));
+    if (g_twoctx) {
+        DT_CK(S, cuCtxSetCurrent(p->ctx2));
+        DT_CK(S, cuStreamDestroy(p->s_side));
+        DT_CK(S, cuModuleUnload(p->mod2));
+        DT_CK(S, cuLibraryUnload(p->lib2));
+        DT_CK(S, cuCtxSetCurrent(p->ctx));
+    }
 
     printf("seed %llu checksum %016llx\n", (unsigned long long)seed, (unsigned long long)S->hash);
     fflush(stdout);
@@ -856,9 +901,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--host-us") && i + 1 < argc) g_host_us = atol(argv[++i]);
         else if (!strcmp(argv[i], "--observer")) g_observer = 1;
         else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
+        else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--twoctx]\n", argv[0]);
             return 2;
         }
     }
