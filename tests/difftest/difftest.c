@@ -733,6 +733,19 @@ static void *observer(void *arg)
 
 static const char fake_image[] = "fakecuda-module difftest";
 
+/* The program's kernels, as functions of a module and as kernels of a library, in the current context. */
+static void load_kernels(prog_t *p, CUmodule *mod, CUlibrary *lib, CUfunction *fn, CUkernel *kn)
+{
+    dt_sum_t *S = &p->sum;
+    DT_CK(S, cuModuleLoadData(mod, fake_image));
+    DT_CK(S, cuLibraryLoadData(lib, fake_image, NULL, NULL, 0, NULL, NULL, 0));
+    for (int k = 0; k < K_N; k++) {
+        if (!p->kset[k]) continue;
+        DT_CK(S, cuModuleGetFunction(&fn[k], *mod, k_names[k]));
+        DT_CK(S, cuLibraryGetKernel(&kn[k], *lib, k_names[k]));
+    }
+}
+
 static void describe(const prog_t *p)
 {
     static const char *kn[OP_N] = {"launch", "memset8", "memset32", "d2d", "h2d_sync", "d2h_sync", "d2h_pinned",
@@ -776,12 +789,9 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuEventCreate(&p->ev_fork, CU_EVENT_DISABLE_TIMING));
     DT_CK(S, cuEventCreate(&p->ev_join, CU_EVENT_DEFAULT));
     DT_CK(S, cuEventCreate(&p->ev_sync, (seed & 1) ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
-    DT_CK(S, cuModuleLoadData(&p->mod, fake_image));
-    DT_CK(S, cuLibraryLoadData(&p->lib, fake_image, NULL, NULL, 0, NULL, NULL, 0));
+    load_kernels(p, &p->mod, &p->lib, p->fn, p->kn);
     for (int k = 0; k < K_N; k++) {
         if (!p->kset[k]) continue;
-        DT_CK(S, cuModuleGetFunction(&p->fn[k], p->mod, k_names[k]));
-        DT_CK(S, cuLibraryGetKernel(&p->kn[k], p->lib, k_names[k]));
         size_t end = 0;
         for (unsigned j = 0; j < k_nparams[k]; j++) {
             size_t off = 0, size = 0, off2 = 0, size2 = 0;
@@ -800,13 +810,7 @@ static int run_program(uint64_t seed)
         if (!ctx2) DT_CK(S, cuCtxCreate(&ctx2, NULL, 0, dev));
         p->ctx2 = ctx2;
         DT_CK(S, cuCtxSetCurrent(p->ctx2)); /* current until set back */
-        DT_CK(S, cuModuleLoadData(&p->mod2, fake_image));
-        DT_CK(S, cuLibraryLoadData(&p->lib2, fake_image, NULL, NULL, 0, NULL, NULL, 0));
-        for (int k = 0; k < K_N; k++) {
-            if (!p->kset[k]) continue;
-            DT_CK(S, cuModuleGetFunction(&p->fn2[k], p->mod2, k_names[k]));
-            DT_CK(S, cuLibraryGetKernel(&p->kn2[k], p->lib2, k_names[k]));
-        }
+        load_kernels(p, &p->mod2, &p->lib2, p->fn2, p->kn2);
         DT_CK(S, cuStreamCreate(&p->s_side, CU_STREAM_NON_BLOCKING));
         DT_CK(S, cuCtxSetCurrent(p->ctx));
     }
