@@ -761,8 +761,27 @@ static void profit_begin(void)
     }
 }
 
-/* A barrier: an observing call, a stream switch, or an undeferrable operation. */
-static void barrier(uint64_t kind, int reason)
+/* Held work is issued in the engine's context: a barrier can come from a thread where another one is
+ * current, or none (a polling thread, a wait from another context, a thread that switched device while
+ * holding work). Returns 1 where the engine's context was pushed (own_ctx_end pops it). */
+static int own_ctx(void)
+{
+    CUcontext cur = NULL;
+    if (!E.npending || (ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == E.ctx))
+        return 0;
+    return ag_drv.cuCtxPushCurrent_v2(E.ctx) == CUDA_SUCCESS;
+}
+
+static void own_ctx_end(int pushed)
+{
+    CUcontext popped;
+    if (pushed)
+        (void)ag_drv.cuCtxPopCurrent_v2(&popped);
+}
+
+/* A barrier (in barrier(), below, in the engine's context): an observing call, a stream switch, or an
+ * undeferrable operation. */
+static void barrier_(uint64_t kind, int reason)
 {
     if (E.rest_left) {
         E.rested_segments++;
@@ -798,6 +817,13 @@ static void barrier(uint64_t kind, int reason)
     uint32_t n = seg_ops >= REST_MIN_OPS ? ag_rest_segment(&E.rest, repeated, content, E.rest_after) : 0;
     if (n && !E.npending)
         rest_begin(n, seg_ops);
+}
+
+static void barrier(uint64_t kind, int reason)
+{
+    int pushed = own_ctx();
+    barrier_(kind, reason);
+    own_ctx_end(pushed);
 }
 
 /* A sampled interval contains about one clock read of its own (the end of the one that starts it, the
@@ -1706,7 +1732,9 @@ static void stop_deferring(const char *why)
 {
     if (E.guard_stopped)
         return;
+    int pushed = own_ctx();
     flush_eager(-1);
+    own_ctx_end(pushed);
     E.guard_stopped = 1;
     refresh_candidates();
     ag_log(AG_LOG_WARN, "%s: the shim stops deferring work", why);

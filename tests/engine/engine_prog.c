@@ -149,14 +149,15 @@ typedef struct {
     CUcontext ctx;
     CUevent marks[3]; /* iteration it records marks[it % 3] */
     const int *mark;
-    int held; /* poll the current iteration's event */
+    int held;  /* poll the current iteration's event */
+    int noctx; /* with no context current (the fake's query then fails: the shim issues held work first) */
     int ready, done, published, polled, violations;
 } observer_t;
 
 static void *observer_main(void *arg)
 {
     observer_t *o = arg;
-    if (cuCtxSetCurrent(o->ctx) != CUDA_SUCCESS) {
+    if (!o->noctx && cuCtxSetCurrent(o->ctx) != CUDA_SUCCESS) {
         __atomic_store_n(&o->violations, -1, __ATOMIC_RELEASE);
         __atomic_store_n(&o->ready, 1, __ATOMIC_RELEASE);
         return NULL;
@@ -319,7 +320,8 @@ int main(int argc, char **argv)
     }
 
     int flip = strcmp(which, "flip") == 0;
-    int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0;
+    int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0 ||
+                  strcmp(which, "observer_noctx") == 0;
     /* oldquery: the main thread queries the event it has just recorded once (a barrier: it ends the
      * segment at the same point every time), and later polls, a varying number of times, the one
      * recorded in the iteration before (before the last barrier: it observes nothing held, no
@@ -346,7 +348,8 @@ int main(int argc, char **argv)
         CK(cuCtxSynchronize());
         obs.ctx = ctx;
         obs.mark = (const int *)(uintptr_t)markp;
-        obs.held = strcmp(which, "observer_held") == 0;
+        obs.noctx = strcmp(which, "observer_noctx") == 0;
+        obs.held = strcmp(which, "observer_held") == 0 || obs.noctx;
         if (pthread_create(&obs_thread, NULL, observer_main, &obs) != 0) {
             fprintf(stderr, "engine_prog: no observer thread\n");
             return 1;
