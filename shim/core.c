@@ -15,7 +15,6 @@ void *ag_real[AG_ID_COUNT];
 atomic_int ag_bound;
 AG_TLS int ag_guard;
 AG_TLS int ag_hook_depth;
-AG_TLS int ag_issuer;
 AG_TLS uint64_t ag_timing_op;
 void *(*ag_real_dlsym)(void *, const char *);
 

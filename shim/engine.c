@@ -92,12 +92,11 @@ static struct {
     ag_learner_t learner;
     ag_variant_t *cands[AG_MAX_CANDIDATES];
     int ncand;
-    /* event records of the current chunk: which event, at which position, and whether it was held back
-     * (still held while npending > 0: a fallback issues everything held) */
+    /* event records of the current chunk: which event, at which position (all of them held back while
+     * npending > 0: a chunk defers from its start while it matches, and a fallback issues everything) */
     struct {
         CUevent ev;
         uint32_t pos;
-        int held;
     } recs[AG_MAX_RECORDS];
     int nrecs;
     /* events recorded since the last real barrier (every one of them issued there): a query or sync of
@@ -779,9 +778,9 @@ static void own_ctx_end(int pushed)
         (void)ag_drv.cuCtxPopCurrent_v2(&popped);
 }
 
-/* A barrier (in barrier(), below, in the engine's context): an observing call, a stream switch, or an
- * undeferrable operation. */
-static void barrier_(uint64_t kind, int reason)
+/* A barrier: an observing call, a stream switch, or an undeferrable operation. Called where the thread's
+ * current context is the engine's (the entries that took enter()); barrier_in_ctx from anywhere else. */
+static void barrier(uint64_t kind, int reason)
 {
     if (E.rest_left) {
         E.rested_segments++;
@@ -819,10 +818,11 @@ static void barrier_(uint64_t kind, int reason)
         rest_begin(n, seg_ops);
 }
 
-static void barrier(uint64_t kind, int reason)
+/* A barrier from a thread whose current context may be another one, or none. */
+static void barrier_in_ctx(uint64_t kind, int reason)
 {
     int pushed = own_ctx();
-    barrier_(kind, reason);
+    barrier(kind, reason);
     own_ctx_end(pushed);
 }
 
@@ -1016,7 +1016,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
      * queue is full, and the GPU may be waiting for a thread that needs this lock. */
     if (o->kind == OP_EVREC) {
         E.recs[E.nrecs].ev = o->event;
-        E.recs[E.nrecs].held = deferred;
         E.recs[E.nrecs++].pos = pos0;
         seg_record(o->event);
     }
@@ -1134,7 +1133,7 @@ AG_HOT static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurren
         /* Work for another context: what this thread held back goes first (with everything else held
          * back), and this call passes. */
         if (E.npending && tl_holds == E.drains + 1)
-            barrier(0xc0ffee, FB_CONTEXT);
+            barrier_in_ctx(0xc0ffee, FB_CONTEXT);
         return 0;
     }
     return 1;
@@ -1459,7 +1458,7 @@ static void foreign_wait(CUevent ev)
 {
     pthread_mutex_lock(&E.lock);
     if (E.ready && !E.disabled && E.app_captures == 0 && seg_recorded(ev))
-        barrier(0xc0ffeeULL, FB_CONTEXT);
+        barrier_in_ctx(0xc0ffeeULL, FB_CONTEXT);
     pthread_mutex_unlock(&E.lock);
 }
 
@@ -1658,7 +1657,7 @@ void ag_engine_barrier(ag_id_t id)
     int kind = ag_hook_kinds[id];
     pthread_mutex_lock(&E.lock);
     if (E.ready && !E.disabled)
-        barrier(0xba77ULL + (uint64_t)id, FB_BARRIER);
+        barrier_in_ctx(0xba77ULL + (uint64_t)id, FB_BARRIER);
     /* The application's own capture: nothing of ours may enter its graph, and its launches go
      * straight to the capturing stream. */
     if (kind == AG_KIND_CAPTURE) {
@@ -1673,9 +1672,25 @@ void ag_engine_barrier(ag_id_t id)
         ag_cupti_app_graph();
 }
 
+/* This thread has called a hook that may defer work (a launch, memset, copy, event record or wait): its
+ * syncs and queries belong to the order of the work the engine learns. A thread that never did (a
+ * watchdog polling events) only observes. Read from the thread's own call counts (found once, kept). */
+static AG_TLS int tl_issuer;
+static int issuer(void)
+{
+    const ag_tcount_t *t = ag_tc;
+    for (int i = 0; !tl_issuer && t && i < AG_ID_COUNT; i++) {
+        unsigned k = ag_hook_kinds[i];
+        tl_issuer = (k == AG_KIND_DLAUNCH || k == AG_KIND_DSET || k == AG_KIND_DCOPY || k == AG_KIND_DEVENT ||
+                     k == AG_KIND_DD2H) &&
+                    atomic_load_explicit(&t->n[i], memory_order_relaxed) > 0;
+    }
+    return tl_issuer;
+}
+
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
 {
-    if (ag_issuer) {
+    if (issuer()) {
         /* Events recorded before the last barrier were issued there: a barrier only for those recorded
          * since (decided by the program's order alone, so learning and replay see the same segments). */
         int pass = 0;
@@ -1695,11 +1710,11 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
         if (E.npending) {
             held = !a && !b; /* a stream or the context: any held work may be in it */
             for (int i = 0; i < E.nrecs && !held; i++)
-                held = E.recs[i].held && (E.recs[i].ev == a || E.recs[i].ev == b);
+                held = E.recs[i].ev == a || E.recs[i].ev == b;
         }
         if (held) {
             E.observer_flushes++;
-            barrier(0xba77ULL + (uint64_t)id, FB_BARRIER);
+            barrier_in_ctx(0xba77ULL + (uint64_t)id, FB_BARRIER);
         } else {
             E.observer_passed++;
         }
@@ -1720,7 +1735,7 @@ void ag_engine_exit(void)
     ag_hook_depth++; /* the held work issued now is the application's, seen by our hooks */
     pthread_mutex_lock(&E.lock);
     if (E.ready && !E.disabled)
-        barrier(0xe817ULL, FB_BARRIER);
+        barrier_in_ctx(0xe817ULL, FB_BARRIER);
     atomic_store(&ag_engine_on, 0);
     E.disabled = 1;
     pthread_mutex_unlock(&E.lock);
@@ -1748,7 +1763,7 @@ void ag_engine_unhooked(void)
          * segment: with the guard attached it is seen every time, so the learner cuts there. A call
          * before the engine's first operation still counts. */
         if (E.ready)
-            barrier(UNHOOKED_KIND, FB_UNHOOKED);
+            barrier_in_ctx(UNHOOKED_KIND, FB_UNHOOKED);
         E.unhooked_seen = 1;
         /* During replay CUPTI is detached and would not see it again: defer nothing from now on. */
         if (ag_cupti_mode() == AG_CUPTI_LEARN)

@@ -94,10 +94,6 @@ extern atomic_int ag_bound;
 extern AG_TLS int ag_guard;
 /* Inside a barrier or deferrable hook on this thread (driver calls made now were seen by a hook). */
 extern AG_TLS int ag_hook_depth;
-/* This thread has called a hook that may defer work (a launch, memset, copy, event record or wait): its
- * syncs and queries belong to the order of the work the engine learns. A thread that never did (a
- * watchdog polling events) only observes (ag_engine_observe). */
-extern AG_TLS int ag_issuer;
 /* The engine operation (its number + 1) whose kernel this thread is launching eagerly now, or 0: the
  * CUPTI observer ties the kernel's timing record to it. */
 extern AG_TLS uint64_t ag_timing_op;

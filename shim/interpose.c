@@ -73,7 +73,6 @@
             return real_ args;                                                                        \
         ag_count(AG_ID_##name);                                                                       \
         ag_hook_depth++;                                                                              \
-        ag_issuer = 1;                                                                                \
         int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
         CUresult r_;                                                                                  \
         if (on_ == AG_ENGINE_ACTIVE || ((barrier_when_resting) && on_ == AG_ENGINE_RESTING)) {        \

@@ -709,10 +709,7 @@ static void *observer(void *arg)
     uint64_t r = p->seed ^ 0x0b5e7e;
     while (!__atomic_load_n(&p->obs_stop, __ATOMIC_ACQUIRE)) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
-        unsigned k = (unsigned)((r >> 33) % 9);
-        if (k >= kinds)
-            k = k % 5;
-        switch (k) {
+        switch ((unsigned)((r >> 33) % kinds)) {
         case 0: (void)cuEventQuery(p->ev_sync); break;
         case 1: (void)cuEventQuery(p->ev_join); break;
         case 2: (void)cuEventQuery(p->ev_fork); break;

@@ -216,6 +216,11 @@ int main(int argc, char **argv)
         CK(cuMemsetD32(buf[i], 0, N));
     }
     CK(cuMemAlloc(&s, 64));
+    /* the observer, oldquery and ctxwait cases' mark: a kernel writes the iteration + 1 into it before
+     * their event records */
+    CUdeviceptr mark;
+    CK(cuMemAlloc(&mark, sizeof(int)));
+    CK(cuMemsetD32(mark, 0, 1));
     float host[N];
     for (int i = 0; i < N; i++)
         host[i] = (float)i / N;
@@ -274,7 +279,6 @@ int main(int argc, char **argv)
     waiter_t cw;
     memset(&cw, 0, sizeof cw);
     pthread_t cw_thread;
-    CUdeviceptr cwmark = 0;
     if (strcmp(which, "stream") == 0 || two || streamswitch)
         CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUcontext ctx2 = NULL;
@@ -293,11 +297,9 @@ int main(int argc, char **argv)
         CK(cuCtxSynchronize());
         CK(cuCtxSetCurrent(ctx));
         CK(cuEventCreate(&cw.ev, CU_EVENT_DISABLE_TIMING));
-        CK(cuMemAlloc(&cwmark, sizeof(int)));
-        CK(cuMemsetD32(cwmark, 0, 1));
         CK(cuCtxSynchronize());
         cw.ctx = ctx2;
-        cw.mark = cwmark;
+        cw.mark = mark;
         if (pthread_create(&cw_thread, NULL, waiter_main, &cw) != 0) {
             fprintf(stderr, "engine_prog: no waiter thread\n");
             return 1;
@@ -325,29 +327,23 @@ int main(int argc, char **argv)
     /* oldquery: the main thread queries the event it has just recorded once (a barrier: it ends the
      * segment at the same point every time), and later polls, a varying number of times, the one
      * recorded in the iteration before (before the last barrier: it observes nothing held, no
-     * barrier). Each record follows a kernel that writes the iteration + 1 into *qmark: an event found
+     * barrier). Each record follows a kernel that writes the iteration + 1 into *mark: an event found
      * complete whose mark is older is counted (a query answered while its record was still held back). */
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
     CUevent qev[2] = {NULL, NULL};
-    CUdeviceptr qmark = 0;
     if (oldquery) {
         CK(cuEventCreate(&qev[0], CU_EVENT_DISABLE_TIMING));
         CK(cuEventCreate(&qev[1], CU_EVENT_DISABLE_TIMING));
-        CK(cuMemAlloc(&qmark, sizeof(int)));
-        CK(cuMemsetD32(qmark, 0, 1));
     }
     observer_t obs;
     memset(&obs, 0, sizeof obs);
     pthread_t obs_thread;
-    CUdeviceptr markp = 0;
     if (observe) {
-        CK(cuMemAlloc(&markp, sizeof(int)));
-        CK(cuMemsetD32(markp, 0, 1));
         for (int e = 0; e < 3; e++)
             CK(cuEventCreate(&obs.marks[e], CU_EVENT_DISABLE_TIMING));
         CK(cuCtxSynchronize());
         obs.ctx = ctx;
-        obs.mark = (const int *)(uintptr_t)markp;
+        obs.mark = (const int *)(uintptr_t)mark;
         obs.noctx = strcmp(which, "observer_noctx") == 0;
         obs.held = strcmp(which, "observer_held") == 0 || obs.noctx;
         if (pthread_create(&obs_thread, NULL, observer_main, &obs) != 0) {
@@ -394,7 +390,7 @@ int main(int argc, char **argv)
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
             if (ctxwait && k == 20) {
                 int v = it + 1;
-                void *m[] = {&cwmark, &v};
+                void *m[] = {&mark, &v};
                 CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
                 CK(cuEventRecord(cw.ev, stream));
                 for (int e = 0; e < 3; e++) /* more work in the record's chunk: it is still held below */
@@ -405,7 +401,7 @@ int main(int argc, char **argv)
             }
             if (oldquery && k == 10) {
                 int v = it + 1;
-                void *m[] = {&qmark, &v};
+                void *m[] = {&mark, &v};
                 CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
                 CK(cuEventRecord(qev[it % 2], stream));
             }
@@ -415,13 +411,13 @@ int main(int argc, char **argv)
                     CUresult r = cuEventQuery(qev[(it + (cur ? 0 : 1)) % 2]);
                     h = fc_prog_fnv(h, &r, sizeof r);
                     if (r == CUDA_SUCCESS &&
-                        __atomic_load_n((const int *)(uintptr_t)qmark, __ATOMIC_ACQUIRE) < (cur ? it + 1 : it))
+                        __atomic_load_n((const int *)(uintptr_t)mark, __ATOMIC_ACQUIRE) < (cur ? it + 1 : it))
                         qviolations++;
                 }
             }
             if (observe && k == 20) {
                 int v = it + 1;
-                void *m[] = {&markp, &v};
+                void *m[] = {&mark, &v};
                 CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
                 CK(cuEventRecord(obs.marks[it % 3], stream));
                 __atomic_store_n(&obs.published, it + 1, __ATOMIC_RELEASE);
