@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# launch_bound against its hand graph, taken apart: which part of the gap is paid once (learning,
+# CUPTI's window, graph builds) and which every iteration. Each mode runs REPS (5) times interleaved;
+# for each, the medians of the whole loop (loop_ms) and of its second half (steady_ms, after learning),
+# and the fixed cost estimated as loop_ms - 2 * steady_ms. Not a test (nothing is asserted); on the
+# GPU machine, after a build: bash tests/gpu/lb_diag.sh [REPS] [BUILD (build-gpu)] [SAMPLE (launch_bound)]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+reps=${1:-5}
+B=${2:-build-gpu}
+smp=${3:-launch_bound}
+L=$(cd "$B" && pwd)/lib/libautograph.so
+T=$(mktemp -d)
+modes=(hand default cupti_off first2 first4 first16 warmup1 one_graph halving)
+for i in $(seq "$reps"); do
+    for m in "${modes[@]}"; do
+        e=(LD_PRELOAD="$L")
+        a=()
+        case $m in
+        hand) e=() a=(--graph) ;;
+        cupti_off) e+=(AUTOGRAPH_CUPTI=off) ;;
+        first2) e+=(AUTOGRAPH_CHUNK_FIRST=2) ;;
+        first4) e+=(AUTOGRAPH_CHUNK_FIRST=4) ;;
+        first16) e+=(AUTOGRAPH_CHUNK_FIRST=16) ;;
+        warmup1) e+=(AUTOGRAPH_WARMUP=1) ;;
+        one_graph) e+=(AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256) ;;
+        halving) e+=(AUTOGRAPH_CHUNK_PLAN=halving) ;;
+        esac
+        [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$T/$m.json")
+        env "${e[@]}" "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
+        sed -n 's/^loop_ms: //p' "$T/$m.err" >>"$T/$m.loop"
+        sed -n 's/^steady_ms: //p' "$T/$m.err" >>"$T/$m.steady"
+    done
+done
+python3 - "$T" "$smp" "${modes[@]}" <<'PY'
+import json, statistics, sys
+d, smp, modes = sys.argv[1], sys.argv[2], sys.argv[3:]
+med = lambda f: statistics.median(float(x) for x in open(f))
+h_loop, h_st = med(f"{d}/hand.loop"), med(f"{d}/hand.steady")
+print(f"{smp}: mode | loop ms (x hand) | steady ms (x hand) | fixed ms (loop - 2 steady) | graph launches/iter | eager-issued launches")
+for m in modes:
+    lp, st = med(f"{d}/{m}.loop"), med(f"{d}/{m}.steady")
+    extra = ""
+    try:
+        s = json.load(open(f"{d}/{m}.json"))
+        r = s.get("replay", {})
+        extra = f" | {r.get('graph_launches', 0) / 600:.2f} | {r.get('launches_eager', r.get('launches_eager_through_engine', '-'))}"
+    except Exception:
+        pass
+    print(f"  {m:10s} | {lp:8.2f} ({lp / h_loop:.3f}x) | {st:7.2f} ({st / h_st:.3f}x) | {lp - 2 * st:6.2f}{extra}")
+PY
