@@ -115,12 +115,33 @@ static inline double ag_now_ms(void) {
 /* When the second half of the timed loop began (ag_loop_mark, called first thing in every iteration):
  * "steady_ms" is the time of that half, once learning and one-time set-up are over. */
 static double ag_half_mark_ms = -1.0;
+/* AG_ITER_US=N (a diagnostic, read once): the first N iterations' times (us, from one ag_loop_mark to
+ * the next, the last to ag_report_loop) go to stderr as one "iter_us:" line, and each of them starts
+ * with an "iter I" line (between the shim's debug lines, it says where they came). */
+#define AG_ITER_MAX 64
+static double ag_iter_ms[AG_ITER_MAX + 1];
+static long ag_iter_n = -1;
 static inline void ag_loop_mark(long it, long iters) {
+  if (ag_iter_n < 0) {
+    const char *e = getenv("AG_ITER_US");
+    ag_iter_n = e ? atol(e) : 0;
+    if (ag_iter_n > AG_ITER_MAX || ag_iter_n < 0) ag_iter_n = AG_ITER_MAX;
+  }
+  if (it <= ag_iter_n) ag_iter_ms[it] = ag_now_ms();
+  if (it < ag_iter_n) fprintf(stderr, "iter %ld\n", it); /* places the shim's debug lines */
   if (it == iters / 2) ag_half_mark_ms = ag_now_ms();
 }
 static inline void ag_report_loop(double ms) {
+  double end = ag_now_ms();
   fprintf(stderr, "loop_ms: %.3f\n", ms);
-  if (ag_half_mark_ms >= 0.0) fprintf(stderr, "steady_ms: %.3f\n", ag_now_ms() - ag_half_mark_ms);
+  if (ag_half_mark_ms >= 0.0) fprintf(stderr, "steady_ms: %.3f\n", end - ag_half_mark_ms);
+  if (ag_iter_n > 0) {
+    fprintf(stderr, "iter_us:");
+    for (long i = 0; i < ag_iter_n; i++)
+      if (ag_iter_ms[i] > 0.0)
+        fprintf(stderr, " %.0f", (ag_iter_ms[i + 1] > 0.0 ? ag_iter_ms[i + 1] : end) * 1e3 - ag_iter_ms[i] * 1e3);
+    fprintf(stderr, "\n");
+  }
 }
 
 /* Deterministic host-side initial data (splitmix64), identical on every machine. */

@@ -169,6 +169,8 @@ static struct {
     uint32_t rest_after, rest_left;
     ag_rest_t rest;
     uint64_t rest_ended_by_ops, rested_segments;
+    /* graphs built at a chunk's second sighting (a chunk a new plan cut, pattern.c) */
+    uint64_t graphs_at_second;
     atomic_llong rest_ops_left;
     /* Does the graph pay (AUTOGRAPH_PROBE, ag_profit_*): the current real segment's seed, operation and
      * deferral counts at its start, whether it runs eager by the verdict's choice (forced), and whether
@@ -296,6 +298,18 @@ static void resolve_timings(void)
             continue;
         ag_plan_params_t p;
         ag_optime_t *t = op_times(i, &p);
+        if (t && ag_opt(AG_OPT_LOG)->num >= AG_LOG_DEBUG) {
+            uint64_t n = E.treq[i].op1 - E.treq[i].op0, host = 0, gpu = 0, big = 0, at = 0;
+            for (uint64_t k = 0; k < n; k++) {
+                host += t[k].host_ns, gpu += t[k].gpu_ns;
+                if (t[k].host_ns > big)
+                    big = t[k].host_ns, at = k;
+            }
+            ag_log(AG_LOG_DEBUG, "segment of %llu operations timed: host %.1f us (%.1f us as replay takes it, the "
+                                 "most %.1f us at operation %llu), GPU %.1f us",
+                   (unsigned long long)n, (double)E.treq[i].host_ns / 1e3, (double)host / 1e3, (double)big / 1e3,
+                   (unsigned long long)at, (double)gpu / 1e3);
+        }
         uint64_t planned = E.learner.segments_planned;
         ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
                           E.treq[i].host_ns, t, &p);
@@ -556,6 +570,7 @@ static void complete(ag_variant_t *v)
         v->graph = g;
         fresh = 1;
         E.build_ns += ag_now_ns() - t0;
+        E.graphs_at_second += v->seen <= 2;
     }
     uint64_t t1 = ag_now_ns();
     if (!fresh && ag_graph_patch(g, &c) != 0) {
@@ -1853,7 +1868,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
-               "    \"segments_gpu_paced\": %llu,\n"
+               "    \"segments_gpu_paced\": %llu,\n    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
@@ -1866,6 +1881,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
+            (unsigned long long)E.graphs_at_second,
             (unsigned long long)E.observer_passed, (unsigned long long)E.observer_flushes,
             (unsigned long long)E.old_event_passed,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,

@@ -180,6 +180,8 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
     s->gpu_ns_per_op = 0;
     s->seed = seed;
     s->length = 0;
+    s->repeats = 0;
+    s->content = 0;
     s->real_end = 0;
     return s;
 }
@@ -510,6 +512,9 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
     ag_seglen_t *s = seglen_take(l, l->seg_seed);
     s->used = ++l->segments_ended;
+    int same = s->repeats && s->content == l->content && s->length == l->seg_pos && s->real_end == !virtual_;
+    s->repeats = same ? s->repeats + 1 : 1;
+    s->content = l->content;
     s->length = l->seg_pos;
     s->real_end = !virtual_;
     l->seg_real = !virtual_;
@@ -548,9 +553,15 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
         if (s && s->gpu_bound)
             continue; /* a graph cannot pay here: the GPU, not the host, sets the pace */
         /* One failure after a success costs nothing (another variant came this time, or noise);
-         * each further failure without a success in between doubles the warm-up. */
+         * each further failure without a success in between doubles the warm-up. A chunk cut by a plan
+         * made for its segment (from its timing), where that segment ended identically warm-up times in
+         * a row, was seen that often as part of it: one sighting as a chunk (its signatures learned) is
+         * enough, however the new plan cut it. */
         uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
-        if (v->seen >= (l->warmup << shift))
+        uint32_t need = l->warmup << shift;
+        if (!v->fails && s && s->nends && s->plan_len == s->length && s->repeats >= l->warmup)
+            need = 1;
+        if (v->seen >= need)
             out[n++] = v;
     }
     return n;

@@ -94,6 +94,8 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns);
 typedef struct {
     uint64_t seed;     /* chain state at the segment's start */
     uint32_t length;   /* operations in the segment the last time it ended */
+    uint32_t repeats;  /* times in a row it ended with the same content (content) */
+    uint64_t content;  /* its content (the learner's hash of its signatures) the last time it ended */
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
     uint8_t gpu_bound; /* its kernels kept the GPU busy far longer than the host took to issue them */
     uint32_t gpu_ns_per_op; /* mean GPU time of its operations when timed (0: not timed) */

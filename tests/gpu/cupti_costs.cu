@@ -6,6 +6,11 @@
  *   late_keep  the same, but detach by cuptiUnsubscribe alone (no cuptiFinalize), then subscribe again
  *   early      subscribe and unsubscribe before the first CUDA call, then as late_keep
  *   early_ctx  subscribe and unsubscribe (nothing enabled, no activity) right after the context is made
+ *   first W    as the engine's learn mode runs its first window (subscribed and unsubscribed before the
+ *              first CUDA call, the window once the context ran work, finalized at its end), the window's
+ *              first launches timed one by one: W is what the window enables: both (callbacks and kernel
+ *              activity, as the observer), callbacks, activity, or smallbuf (both, CUPTI's device buffer
+ *              for activity records set to 256 KB first)
  * Each line: a step and its host ms, or a state and the host us per kernel launch and per graph launch
  * (medians of 5 batches). */
 #include <cuda.h>
@@ -111,10 +116,57 @@ static void window(int finalize) {
   state(finalize ? "after unsubscribe and finalize" : "after unsubscribe, no finalize");
 }
 
+/* The first launches after a window opens, one by one (host us): where a one-time cost lands. */
+static void first_launches(const char *what) {
+  double us[400];
+  for (int i = 0; i < 400; i++) {
+    double t = ag_now_ms();
+    k_tiny<<<N / 256, 256, 0, st>>>(buf, N);
+    us[i] = (ag_now_ms() - t) * 1e3;
+  }
+  CK(cudaStreamSynchronize(st));
+  double sum = 0, rest[200];
+  for (int i = 0; i < 200; i++) sum += us[i], rest[i] = us[200 + i];
+  qsort(rest, 200, sizeof *rest, cmp);
+  printf("  first launches %-34s 1-5: %.1f %.1f %.1f %.1f %.1f us | first 200 together %.3f ms | "
+         "launches 201-400 median %.2f us\n", what, us[0], us[1], us[2], us[3], us[4], sum / 1e3, rest[100]);
+}
+
+/* mode first: the engine's first learning window, W what it enables */
+static void first_window(const char *w) {
+  int cbs = strcmp(w, "activity") != 0, act = strcmp(w, "callbacks") != 0;
+  subscribe("subscribe (first window, warm)");
+  mark();
+  if (strcmp(w, "smallbuf") == 0) {
+    size_t v = 256 << 10, sz = sizeof v;
+    CU(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v));
+  }
+  if (cbs) CU(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+  if (act) {
+    CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
+    CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  }
+  step(w);
+  first_launches(w);
+  mark();
+  if (cbs) CU(cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+  if (act) {
+    CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    CU(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  }
+  step("disable and flush");
+  CU(cuptiUnsubscribe(sub));
+  step("unsubscribe");
+  CU(cuptiFinalize());
+  step("finalize");
+  first_launches("after the finalize");
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "late";
   printf("cupti_costs %s\n", mode);
-  int early = strcmp(mode, "early") == 0, keep = strcmp(mode, "late") != 0;
+  int first = strcmp(mode, "first") == 0;
+  int early = strcmp(mode, "early") == 0 || first, keep = strcmp(mode, "late") != 0;
   if (early) {
     subscribe("subscribe before any CUDA call");
     CU(cuptiUnsubscribe(sub));
@@ -124,6 +176,11 @@ int main(int argc, char **argv) {
   setup();
   step("context, buffers, graph");
   state(early ? "before the window (subscribed once before)" : "plain");
+  if (first) {
+    first_launches("before the window");
+    first_window(argc > 2 ? argv[2] : "both");
+    return 0;
+  }
   if (strcmp(mode, "early_ctx") == 0) {
     subscribe("subscribe right after the context (idle)");
     state("subscribed, nothing enabled");

@@ -11,8 +11,9 @@ B=${2:-build-gpu}
 smp=${3:-launch_bound}
 L=$(cd "$B" && pwd)/lib/libautograph.so
 T=$(mktemp -d)
-modes=(hand default cupti_off first2 first4 first16 warmup1 one_graph halving)
-for i in $(seq "$reps"); do
+# LB_MODES: the modes, hand first; besides those named below, VAR=value[,VAR=value...] runs with those settings
+read -r -a modes <<<"${LB_MODES:-hand default cupti_off first2 first4 first16 warmup1 one_graph halving}"
+for i in $(seq "$reps"); do # REPS 0: only the iterations and the log below
     for m in "${modes[@]}"; do
         e=(LD_PRELOAD="$L")
         a=()
@@ -25,6 +26,7 @@ for i in $(seq "$reps"); do
         warmup1) e+=(AUTOGRAPH_WARMUP=1) ;;
         one_graph) e+=(AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256) ;;
         halving) e+=(AUTOGRAPH_CHUNK_PLAN=halving) ;;
+        *=*) IFS=, read -r -a kv <<<"$m" && e+=("${kv[@]}") ;; # a mode VAR=value[,VAR=value...]
         esac
         [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$T/$m.json")
         env "${e[@]}" "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
@@ -32,7 +34,7 @@ for i in $(seq "$reps"); do
         sed -n 's/^steady_ms: //p' "$T/$m.err" >>"$T/$m.steady"
     done
 done
-python3 - "$T" "$smp" "${modes[@]}" <<'PY'
+[ "$reps" -gt 0 ] && python3 - "$T" "$smp" "${modes[@]}" <<'PY'
 import json, statistics, sys
 d, smp, modes = sys.argv[1], sys.argv[2], sys.argv[3:]
 med = lambda f: statistics.median(float(x) for x in open(f))
@@ -49,3 +51,19 @@ for m in modes:
         pass
     print(f"  {m:10s} | {lp:8.2f} ({lp / h_loop:.3f}x) | {st:7.2f} ({st / h_st:.3f}x) | {lp - 2 * st:6.2f}{extra}")
 PY
+# The first iterations one by one (us), once per mode: where the fixed cost lands.
+echo "$smp: the first 24 iterations (us), one run each:"
+for m in hand default cupti_off first16; do
+    e=(LD_PRELOAD="$L")
+    a=()
+    case $m in
+    hand) e=() a=(--graph) ;;
+    cupti_off) e+=(AUTOGRAPH_CUPTI=off) ;;
+    first16) e+=(AUTOGRAPH_CHUNK_FIRST=16) ;;
+    esac
+    echo "  $m: $(env "${e[@]}" AG_ITER_US=24 "$B/bin/$smp" "${a[@]}" 2>&1 >/dev/null | sed -n 's/^iter_us: //p')"
+done
+echo "debug log of one default run, with the iterations marked:"
+LD_PRELOAD="$L" AUTOGRAPH_LOG=${LB_LOG:-debug} AG_ITER_US=24 "$B/bin/$smp" 2>&1 >/dev/null | grep -E '^autograph|^iter' |
+    grep -v 'layout of' | head -${LB_LOG_LINES:-80}
+
