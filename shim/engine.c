@@ -1822,6 +1822,40 @@ void ag_engine_start(void)
         atomic_store(&ag_engine_on, 1);
 }
 
+/* autograph_pause (exported): the engine steps aside (pause != 0) or comes back (pause == 0). Paused, every
+ * call goes to the driver as with AUTOGRAPH_SCOPE=off; what was held back is issued first, and a learning
+ * window closes. What was learned stays: a program that comes back at the point of its loop where it
+ * paused (after a step's sync, with nothing held) is replayed again from there; one that comes back
+ * elsewhere meets a mismatch and learns again. For comparisons inside one process (tests/python/torch_mlp.py --ab).
+ * Returns whether it was paused before, or -1 where the engine does not run (AUTOGRAPH_SCOPE=off,
+ * disabled, a forked child). */
+static int paused_from; /* ag_engine_on when paused (AG_ENGINE_ACTIVE or AG_ENGINE_RESTING), 0: not paused */
+
+AG_EXPORT int autograph_pause(int pause)
+{
+    ag_hook_depth++; /* the held work issued now is the application's, seen by our hooks */
+    pthread_mutex_lock(&E.lock);
+    int was = paused_from != 0, r = was;
+    if (E.disabled || (!was && !atomic_load(&ag_engine_on))) {
+        r = -1;
+    } else if (pause && !was) {
+        /* Only held work is issued: a barrier where none is held would start the next segment from a
+         * point of its own, and the program, coming back where it paused, would be learned anew. */
+        if (E.ready && E.npending)
+            barrier_in_ctx(0x9a05eULL, FB_BARRIER);
+        if (E.cupti_learning)
+            cupti_learning(0);
+        paused_from = atomic_exchange(&ag_engine_on, 0);
+    } else if (!pause && was) {
+        E.pf_other = 1; /* the sighting under way spans the pause: not one to judge the graphs by */
+        atomic_store(&ag_engine_on, paused_from);
+        paused_from = 0;
+    }
+    pthread_mutex_unlock(&E.lock);
+    ag_hook_depth--;
+    return r;
+}
+
 void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
 {
     pthread_mutex_lock(&E.lock);

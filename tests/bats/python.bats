@@ -27,6 +27,23 @@ need() {
     replayed_at_least "$BATS_TEST_TMPDIR/mlp200" 90
 }
 
+@test "PyTorch MLP with the shim paused and back in turn (autograph_pause): identical losses, replay picks up" {
+    need torch
+    local d=$BATS_TEST_TMPDIR/ab all
+    mkdir -p "$d"
+    python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 120 >"$d/plain.out" 2>"$d/plain.err"
+    LD_PRELOAD="$SHIM" AUTOGRAPH_STATS="$d/stats.json" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 120 \
+        --ab 10 >"$d/shim.out" 2>"$d/shim.err" || { cat "$d/shim.err" >&2; return 1; }
+    same_output "$d"
+    grep "ab_step_us: shim" "$d/shim.err"
+    summary "$d" torch_ab
+    # 40 of the 120 steps paused (every other block of 10 after the first 40): no more than two thirds
+    # replayed, and the blocks with the shim replay again at once (about 60%, not learned anew)
+    replayed_at_least "$d" 50
+    all=$(stat "$d/stats.json" replay.launches_replayed)
+    [ "$((all * 3))" -le "$(( $(stat "$d/stats.json" launches) * 2))" ]
+}
+
 @test "GPT-2 (4 layers) training steps: identical losses" {
     need torch
     need transformers

@@ -353,6 +353,10 @@ int main(int argc, char **argv)
         while (!__atomic_load_n(&obs.ready, __ATOMIC_ACQUIRE))
             ;
     }
+    /* pause: the shim's autograph_pause, where the shim is loaded (plain, the program runs as "sync") */
+    int (*pause_fn)(int) = NULL;
+    if (strcmp(which, "pause") == 0)
+        *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
     for (int it = 0; it < iters; it++) {
         /* flip: graph launches cost 200 us in the first half (plain launches win), the fake's defaults in
          * the second (the graphs win) */
@@ -516,6 +520,8 @@ int main(int argc, char **argv)
             CK(cuStreamSynchronize(stream));
             h = fc_prog_fnv(h, &loss, sizeof loss);
         }
+        if (pause_fn) /* after the step's sync: five iterations with the shim, five paused, and so on */
+            pause_fn((it + 1) % 10 >= 5);
     }
     CK(cuCtxSynchronize());
     if (oldquery)

@@ -39,8 +39,9 @@ fi
 grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
 
 # The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead),
-# shim replaying (the speed-up) and replaying without probes (AUTOGRAPH_PROBE=off: what the probes
-# cost); TORCH_REPS (3) interleaved runs each, pinned to the same cores
+# shim replaying (the speed-up), replaying without probes (AUTOGRAPH_PROBE=off: what the probes
+# cost), and the shim against itself paused within one process (torch_mlp.py --ab 10: free of the
+# spread between processes); TORCH_REPS (3) interleaved runs each, pinned to the same cores
 # (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
 # up to 25%; PYTHONHASHSEED and no ASLR take two more sources of layout noise out). Ratios of medians
 # of each run's median step (step_us), never a timed assertion.
@@ -69,10 +70,12 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
             >"$T/t_all.out" 2>>"$T/t_all.err"
         LD_PRELOAD=$lib AUTOGRAPH_PROBE=off AUTOGRAPH_STATS=$T/t_noprobe.json "${pin[@]}" python3 \
             tests/python/torch_mlp.py --steps 200 >"$T/t_noprobe.out" 2>>"$T/t_noprobe.err"
+        LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t_ab.out" \
+            2>>"$T/t_ab.err"
     done
     same=no
     cmp -s "$T/t_plain.out" "$T/t_all.out" && cmp -s "$T/t_plain.out" "$T/t_off.out" &&
-        cmp -s "$T/t_plain.out" "$T/t_noprobe.out" && same=yes
+        cmp -s "$T/t_plain.out" "$T/t_noprobe.out" && cmp -s "$T/t_plain.out" "$T/t_ab.out" && same=yes
     torch_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
 d = sys.argv[1]
@@ -96,7 +99,13 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
       # within the one process, free of the spread between processes: the eager driver time of the launches
       # replayed (sampled in the same process) less the engine's matching and replay host time
       f" | host time saved, in-process estimate: {1e3*r['host_ms_saved_estimate']/200:.0f} us per step "
-      f"({p/(p - 1e3*r['host_ms_saved_estimate']/200):.3f}x of the plain median step)")
+      f"({p/(p - 1e3*r['host_ms_saved_estimate']/200):.3f}x of the plain median step)"
+      # within the one process, measured: blocks of 10 steps with the shim and paused in turn (--ab)
+      + (lambda ab: f" | in-process A/B, blocks of 10 steps: shim {statistics.median(x for x, _ in ab):.0f} us, "
+         f"paused {statistics.median(y for _, y in ab):.0f} us, {statistics.median(y / x for x, y in ab):.3f}x "
+         f"(the median of {len(ab)} runs' ratios)" if ab else " | in-process A/B: -")(
+          [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)',
+                                                      open(f"{d}/t_ab.err").read())]))
 PY
 )
 fi

@@ -7,10 +7,16 @@ stderr: "loop_ms: <float>" for the training loop and "steady_ms: <float>" withou
 "graph-mode" and must not be compared.
 --profile runs the steps under torch.profiler (CPU and CUDA activities: Kineto takes CUPTI, which the
 shim must leave to it) and adds "profiled_cuda_events: <n>" on stderr.
+--ab B (under the shim) compares within the one process: after AB_WARM steps, blocks of B steps run with
+the shim and paused (its autograph_pause: every call straight to the driver) in turn, switched after a
+step's loss.item(); stderr gets "ab_step_us: shim <median> paused <median> blocks <n>" (each block's first
+step left out). The losses stay bit-identical to a plain run.
 """
 import argparse
 import contextlib
+import ctypes
 import os
+import statistics
 import sys
 
 # Must be set before torch initializes cuBLAS, or deterministic algorithms refuse to run.
@@ -21,6 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 from report import report, timed_steps, timed_sync  # noqa: E402
 
 WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
+AB_WARM = 40  # steps before --ab's blocks: learning, the CUPTI window and the first probes are over
 
 
 def make_model():
@@ -38,6 +45,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     ap.add_argument("--graph", action="store_true", help="hand-captured torch.cuda.graphs ceiling")
     ap.add_argument("--profile", action="store_true", help="run the steps under torch.profiler")
+    ap.add_argument("--ab", type=int, default=0, metavar="B",
+                    help="blocks of B steps with the shim and paused in turn (needs the shim)")
     args = ap.parse_args()
     if args.steps < 1:
         sys.exit("--steps must be >= 1")
@@ -91,6 +100,23 @@ def main():
             opt.step()
             losses.append(timed_sync(loss.item))  # D2H copy + sync every step, like real training loops
 
+    ab_mode = []  # --ab: each step's mode (0 with the shim, 1 paused, -1 a block's first step or warm-up)
+    if args.ab > 0:
+        try:
+            pause = ctypes.CDLL(None).autograph_pause
+        except AttributeError:
+            sys.exit("--ab needs the shim (LD_PRELOAD=libautograph.so): autograph_pause not found")
+        pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+        run_step = step
+
+        def step(i):
+            k = i - AB_WARM
+            if k >= 0 and k % args.ab == 0:
+                if pause((k // args.ab) % 2) < 0:
+                    sys.exit("--ab: the shim's engine does not run (AUTOGRAPH_SCOPE=off?)")
+            ab_mode.append(-1 if k < 0 or k % args.ab == 0 else (k // args.ab) % 2)
+            run_step(i)
+
     prof = None
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
@@ -105,6 +131,12 @@ def main():
         print(f"profiled_cuda_events: {cuda}", file=sys.stderr)
 
     report(losses, model.parameters(), ms, steady_ms)
+    if args.ab > 0:
+        from report import STEP_US
+        by = [[us for us, m in zip(STEP_US, ab_mode) if m == mode] for mode in (0, 1)]
+        if by[0] and by[1]:
+            print(f"ab_step_us: shim {statistics.median(by[0]):.1f} paused {statistics.median(by[1]):.1f} "
+                  f"blocks {max(0, args.steps - AB_WARM) // args.ab}", file=sys.stderr)
 
 
 if __name__ == "__main__":
