@@ -87,10 +87,20 @@ static void penalize(ag_learner_t *l)
     l->nfailed = 0;
 }
 
+static ag_seglen_t *seglen_find(ag_learner_t *l, uint64_t seed);
+
+/* The segment under way is cut by a plan of its own (modeled or paced, from its timing). */
+static int own_plan(ag_learner_t *l)
+{
+    const ag_seglen_t *s = seglen_find(l, l->seg_seed);
+    return s && s->nends && s->plan_len == s->length && s->real_end && l->seg_real;
+}
+
 static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
 {
     ag_vtable_t *t = &l->table;
     uint64_t end = key_of(l);
+    uint8_t planned = (uint8_t)own_plan(l);
     int judge = l->nfailed && l->failed_start == l->chunk_start;
     if (!judge)
         l->nfailed = 0;
@@ -105,6 +115,7 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
             /* Known work came instead of the candidates: another variant, not a failure. */
             l->nfailed = 0;
             v->seen++;
+            v->planned |= planned;
             v->last_used = l->tick;
             return v;
         }
@@ -136,6 +147,7 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
     v->len = l->chunk_pos;
     v->ends_at_barrier = (uint8_t)at_barrier;
     v->seen = 1;
+    v->planned = planned;
     v->last_used = l->tick;
     v->next = t->buckets[b];
     t->buckets[b] = v;
@@ -553,13 +565,14 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
         if (s && s->gpu_bound)
             continue; /* a graph cannot pay here: the GPU, not the host, sets the pace */
         /* One failure after a success costs nothing (another variant came this time, or noise);
-         * each further failure without a success in between doubles the warm-up. A chunk cut by a plan
-         * made for its segment (from its timing), where that segment ended identically warm-up times in
-         * a row, was seen that often as part of it: one sighting as a chunk (its signatures learned) is
-         * enough, however the new plan cut it. */
+         * each further failure without a success in between doubles the warm-up. A chunk that closed
+         * under a plan made for its segment (from its timing), where that segment ended identically
+         * warm-up times in a row, was seen that often as part of it: one sighting as a chunk (its
+         * signatures learned) is enough, however the new plan cut it. (Not a chunk seen once before the
+         * plan came: it may be one the segment no longer holds, such as its first sighting's.) */
         uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
         uint32_t need = l->warmup << shift;
-        if (!v->fails && s && s->nends && s->plan_len == s->length && s->repeats >= l->warmup)
+        if (!v->fails && v->planned && s && s->repeats >= l->warmup && own_plan(l))
             need = 1;
         if (v->seen >= need)
             out[n++] = v;
