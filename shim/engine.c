@@ -313,6 +313,10 @@ static void resolve_timings(void)
         uint64_t planned = E.learner.segments_planned;
         ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
                           E.treq[i].host_ns, t, &p);
+        if (t && E.learner.model_chunks)
+            ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us",
+                   E.learner.model_chunks, (double)E.learner.model_ns / 1e3, E.learner.default_chunks,
+                   (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3);
         free(t);
         if (E.learner.segments_planned != planned)
             log_plan(E.treq[i].seed);

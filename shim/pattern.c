@@ -260,6 +260,7 @@ static void take_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t *ends, uint32_t 
 static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_optime_t *t,
                        const ag_plan_params_t *p)
 {
+    l->model_chunks = l->default_chunks = 0;
     if (!s->real_end || ops != s->length || ops > AG_PLAN_MAX_OPS)
         return;
     uint64_t host = 0, gpu = 0;
@@ -288,6 +289,8 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
     uint32_t nd = nb ? ag_plan_default(ops, l->chunk_max, l->chunk_first, tail_min(s), def, cap) : 0;
     uint64_t td = nd ? ag_plan_simulate(t, ops, def, nd, &pp) : 0;
     uint64_t margin = 2ull * pp.launch_ns + td / 200;
+    l->model_chunks = nb, l->default_chunks = nd;
+    l->model_ns = tb, l->default_ns = td, l->model_margin_ns = margin;
     drop_model_plan(s);
     if (nd && td != UINT64_MAX && tb < td && td - tb > margin) {
         take_plan(l, s, best, nb, ops);

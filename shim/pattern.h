@@ -219,6 +219,10 @@ typedef struct {
     uint64_t segments_timed, segments_gpu_bound;
     uint64_t segments_planned; /* timings that gave a segment the modeled plan */
     uint64_t segments_gpu_paced; /* those of them where the GPU sets the pace: the ramp with no tail */
+    /* the last timing's comparison of plans (ag_learner_timing), for the engine's debug log: the modeled
+     * plan's and the default plan's chunks and times (ns; 0 chunks: not compared), and the margin */
+    uint32_t model_chunks, default_chunks;
+    uint64_t model_ns, default_ns, model_margin_ns;
     uint64_t period_searches; /* searches of the window for a period (each reads all of it) */
 } ag_learner_t;
 
