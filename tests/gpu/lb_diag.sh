@@ -4,6 +4,7 @@
 # for each, the medians of the whole loop (loop_ms) and of its second half (steady_ms, after learning),
 # and the fixed cost estimated as loop_ms - 2 * steady_ms. Not a test (nothing is asserted); on the
 # GPU machine, after a build: bash tests/gpu/lb_diag.sh [REPS] [BUILD (build-gpu)] [SAMPLE (launch_bound)]
+# (LB_ITERS: the sample's iterations, for graph launches per iteration; 600, launch_bound's default)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 reps=${1:-5}
@@ -13,30 +14,34 @@ L=$(cd "$B" && pwd)/lib/libautograph.so
 T=$(mktemp -d)
 # LB_MODES: the modes, hand first; besides those named below, VAR=value[,VAR=value...] runs with those settings
 read -r -a modes <<<"${LB_MODES:-hand default cupti_off first2 first4 first16 warmup1 one_graph halving}"
+# mode_env MODE: the settings (array e) and arguments (array a) of a mode
+mode_env() {
+    e=(LD_PRELOAD="$L")
+    a=()
+    case $1 in
+    hand) e=() a=(--graph) ;;
+    cupti_off) e+=(AUTOGRAPH_CUPTI=off) ;;
+    first2) e+=(AUTOGRAPH_CHUNK_FIRST=2) ;;
+    first4) e+=(AUTOGRAPH_CHUNK_FIRST=4) ;;
+    first16) e+=(AUTOGRAPH_CHUNK_FIRST=16) ;;
+    warmup1) e+=(AUTOGRAPH_WARMUP=1) ;;
+    one_graph) e+=(AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256) ;;
+    halving) e+=(AUTOGRAPH_CHUNK_PLAN=halving) ;;
+    *=*) IFS=, read -r -a kv <<<"$1" && e+=("${kv[@]}") ;; # a mode VAR=value[,VAR=value...]
+    esac
+}
 for i in $(seq "$reps"); do # REPS 0: only the iterations and the log below
     for m in "${modes[@]}"; do
-        e=(LD_PRELOAD="$L")
-        a=()
-        case $m in
-        hand) e=() a=(--graph) ;;
-        cupti_off) e+=(AUTOGRAPH_CUPTI=off) ;;
-        first2) e+=(AUTOGRAPH_CHUNK_FIRST=2) ;;
-        first4) e+=(AUTOGRAPH_CHUNK_FIRST=4) ;;
-        first16) e+=(AUTOGRAPH_CHUNK_FIRST=16) ;;
-        warmup1) e+=(AUTOGRAPH_WARMUP=1) ;;
-        one_graph) e+=(AUTOGRAPH_CHUNK_FIRST=0 AUTOGRAPH_CHUNK=256) ;;
-        halving) e+=(AUTOGRAPH_CHUNK_PLAN=halving) ;;
-        *=*) IFS=, read -r -a kv <<<"$m" && e+=("${kv[@]}") ;; # a mode VAR=value[,VAR=value...]
-        esac
+        mode_env "$m"
         [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$T/$m.json")
         env "${e[@]}" "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
         sed -n 's/^loop_ms: //p' "$T/$m.err" >>"$T/$m.loop"
         sed -n 's/^steady_ms: //p' "$T/$m.err" >>"$T/$m.steady"
     done
 done
-[ "$reps" -gt 0 ] && python3 - "$T" "$smp" "${modes[@]}" <<'PY'
+[ "$reps" -gt 0 ] && python3 - "$T" "$smp" "${LB_ITERS:-600}" "${modes[@]}" <<'PY'
 import json, statistics, sys
-d, smp, modes = sys.argv[1], sys.argv[2], sys.argv[3:]
+d, smp, iters, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 med = lambda f: statistics.median(float(x) for x in open(f))
 h_loop, h_st = med(f"{d}/hand.loop"), med(f"{d}/hand.steady")
 print(f"{smp}: mode | loop ms (x hand) | steady ms (x hand) | fixed ms (loop - 2 steady) | graph launches/iter | eager-issued launches")
@@ -46,7 +51,7 @@ for m in modes:
     try:
         s = json.load(open(f"{d}/{m}.json"))
         r = s.get("replay", {})
-        extra = f" | {r.get('graph_launches', 0) / 600:.2f} | {r.get('launches_eager', r.get('launches_eager_through_engine', '-'))}"
+        extra = f" | {r.get('graph_launches', 0) / iters:.2f} | {r.get('launches_eager', r.get('launches_eager_through_engine', '-'))}"
     except Exception:
         pass
     print(f"  {m:10s} | {lp:8.2f} ({lp / h_loop:.3f}x) | {st:7.2f} ({st / h_st:.3f}x) | {lp - 2 * st:6.2f}{extra}")
@@ -54,13 +59,7 @@ PY
 # The first iterations one by one (us), once per mode: where the fixed cost lands.
 echo "$smp: the first 24 iterations (us), one run each:"
 for m in hand default cupti_off first16; do
-    e=(LD_PRELOAD="$L")
-    a=()
-    case $m in
-    hand) e=() a=(--graph) ;;
-    cupti_off) e+=(AUTOGRAPH_CUPTI=off) ;;
-    first16) e+=(AUTOGRAPH_CHUNK_FIRST=16) ;;
-    esac
+    mode_env "$m"
     echo "  $m: $(env "${e[@]}" AG_ITER_US=24 "$B/bin/$smp" "${a[@]}" 2>&1 >/dev/null | sed -n 's/^iter_us: //p')"
 done
 echo "debug log of one default run, with the iterations marked:"
