@@ -354,7 +354,7 @@ int main(int argc, char **argv)
             ;
     }
     /* pause: the shim's autograph_pause, where the shim is loaded (plain, the program runs as "sync") */
-    int (*pause_fn)(int) = NULL;
+    int (*pause_fn)(int) = NULL, pause_state = 0;
     if (strcmp(which, "pause") == 0)
         *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
     for (int it = 0; it < iters; it++) {
@@ -520,8 +520,18 @@ int main(int argc, char **argv)
             CK(cuStreamSynchronize(stream));
             h = fc_prog_fnv(h, &loss, sizeof loss);
         }
-        if (pause_fn) /* after the step's sync: five iterations with the shim, five paused, and so on */
-            pause_fn((it + 1) % 10 >= 5);
+        if (pause_fn) { /* after the step's sync: five iterations with the shim, five paused, and so on */
+            int want = (it + 1) % 10 >= 5, was = pause_fn(want);
+            /* it answers whether it was paused (asked twice, the second time the state just set), or -1
+             * every time where the engine does not run (AUTOGRAPH_SCOPE=off) */
+            int again = pause_fn(want);
+            if (was == -1 ? again != -1 : was != pause_state || again != want) {
+                fprintf(stderr, "engine_prog: autograph_pause(%d) answered %d then %d (paused: %d)\n", want, was,
+                        again, pause_state);
+                return 3;
+            }
+            pause_state = want;
+        }
     }
     CK(cuCtxSynchronize());
     if (oldquery)
