@@ -3,11 +3,12 @@
  * bytes, some 0.6-3.5 KB structs passed by value), about half of them with argument bytes that change
  * every iteration, a few memsets, then one cuMemcpyDtoHAsync into pageable memory and one
  * cuStreamSynchronize (loss.item()). Between launches it can sweep a buffer as an interpreter would
- * (--thrash KB), so that the shim's state is cold at every launch, and launch the backward part from a
+ * (--thrash KB) and run code enough to evict the instruction cache (--ithrash), so that the shim's state
+ * and code are cold at every launch, and launch the backward part from a
  * second thread in strict alternation with the main thread (--threads 2), as autograd does.
  * stdout: a checksum of every result the host saw, identical with and without the shim. The shim's cost
  * is in its statistics (replay.host_ns_per_match); match_bench.sh runs it and takes medians.
- * Usage: match_bench [--iters N] [--thrash KB] [--threads 1|2] [--vary PCT] [--memsets N] [--time] */
+ * Usage: match_bench [--iters N] [--thrash KB] [--ithrash] [--threads 1|2] [--vary PCT] [--memsets N] [--time] */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <pthread.h>
@@ -116,6 +117,22 @@ static void thrash(void)
     thrash_sink += s;
 }
 
+/* What an interpreter's own code does to the instruction cache between two launches (--ithrash): about
+ * 64 KB of straight-line code (4096 distinct multiply-adds through memory), twice the L1i of the
+ * machines measured, runs before each launch. */
+static volatile uint64_t icode_sink;
+#define IC1 icode_sink = icode_sink * 0x9e3779b97f4a7c15ULL + (uint64_t)__COUNTER__;
+#define IC4 IC1 IC1 IC1 IC1
+#define IC16 IC4 IC4 IC4 IC4
+#define IC64 IC16 IC16 IC16 IC16
+#define IC256 IC64 IC64 IC64 IC64
+#define IC1024 IC256 IC256 IC256 IC256
+static int ithrash_on;
+__attribute__((noinline)) static void ithrash(void)
+{
+    IC1024 IC1024 IC1024 IC1024
+}
+
 /* Builds slot i's arguments for iteration `it` into one reused buffer (the caller's stack frame in
  * PyTorch) and launches it. */
 static void launch(int i, int it)
@@ -124,6 +141,8 @@ static void launch(int i, int it)
     const kind_t *k = &kinds[s->kind];
     if (thrash_bytes)
         thrash();
+    if (ithrash_on)
+        ithrash();
     static _Thread_local _Alignas(16) unsigned char b[4096]; /* reused at once: the shim must copy */
     void *p[MAXP];
     size_t off = 0;
@@ -206,8 +225,11 @@ int main(int argc, char **argv)
             memsets = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--time"))
             timing = 1;
+        else if (!strcmp(argv[a], "--ithrash"))
+            ithrash_on = 1;
         else {
-            fprintf(stderr, "usage: %s [--iters N] [--thrash KB] [--threads 1|2] [--vary PCT] [--memsets N] [--time]\n",
+            fprintf(stderr, "usage: %s [--iters N] [--thrash KB] [--ithrash] [--threads 1|2] [--vary PCT] [--memsets N] "
+                            "[--time]\n",
                     argv[0]);
             return 2;
         }
