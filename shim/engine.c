@@ -893,18 +893,6 @@ static int init_engine(CUcontext ctx)
     return 0;
 }
 
-/* Event ev was recorded in this segment (SEG_RECORDS + 1 entries: full, every event counts as recorded). */
-static void seg_record(CUevent ev)
-{
-    for (int i = 0; i < E.nseg_recs && E.nseg_recs <= SEG_RECORDS; i++)
-        if (E.seg_recs[i] == ev)
-            return;
-    if (E.nseg_recs < SEG_RECORDS)
-        E.seg_recs[E.nseg_recs] = ev;
-    if (E.nseg_recs <= SEG_RECORDS)
-        E.nseg_recs++;
-}
-
 static int seg_recorded(CUevent ev)
 {
     if (E.nseg_recs > SEG_RECORDS)
@@ -913,6 +901,16 @@ static int seg_recorded(CUevent ev)
         if (E.seg_recs[i] == ev)
             return 1;
     return 0;
+}
+
+/* Event ev was recorded in this segment (SEG_RECORDS + 1 entries: full, every event counts as recorded). */
+static void seg_record(CUevent ev)
+{
+    if (seg_recorded(ev))
+        return;
+    if (E.nseg_recs < SEG_RECORDS)
+        E.seg_recs[E.nseg_recs] = ev;
+    E.nseg_recs++;
 }
 
 /* An operation with this signature failed when it was issued once (issue_now): CUDA reports such an

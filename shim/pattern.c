@@ -87,20 +87,11 @@ static void penalize(ag_learner_t *l)
     l->nfailed = 0;
 }
 
-static ag_seglen_t *seglen_find(ag_learner_t *l, uint64_t seed);
-
-/* The segment under way is cut by a plan of its own (modeled or paced, from its timing). */
-static int own_plan(ag_learner_t *l)
-{
-    const ag_seglen_t *s = seglen_find(l, l->seg_seed);
-    return s && s->nends && s->plan_len == s->length && s->real_end && l->seg_real;
-}
-
 static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
 {
     ag_vtable_t *t = &l->table;
     uint64_t end = key_of(l);
-    uint8_t planned = (uint8_t)own_plan(l);
+    uint8_t planned = l->chunk_planned;
     int judge = l->nfailed && l->failed_start == l->chunk_start;
     if (!judge)
         l->nfailed = 0;
@@ -227,10 +218,12 @@ static uint32_t plan(ag_learner_t *l)
 {
     ag_seglen_t *s = seglen_find(l, l->seg_seed);
     int known = s != NULL;
+    l->chunk_planned = 0;
     if (known && s->nends && s->plan_len == s->length && s->real_end && l->seg_real) {
         for (uint32_t k = 0; k < s->nends; k++)
             if (s->ends[k] > l->seg_pos) {
                 uint32_t c = s->ends[k] - l->seg_pos;
+                l->chunk_planned = 1;
                 return c < l->chunk_max ? c : l->chunk_max;
             }
     }
@@ -527,7 +520,7 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
     ag_seglen_t *s = seglen_take(l, l->seg_seed);
     s->used = ++l->segments_ended;
-    int same = s->repeats && s->content == l->content && s->length == l->seg_pos && s->real_end == !virtual_;
+    int same = s->repeats && s->content == l->content && s->real_end == !virtual_; /* the content holds the length */
     s->repeats = same ? s->repeats + 1 : 1;
     s->content = l->content;
     s->length = l->seg_pos;
@@ -575,7 +568,7 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
          * plan came: it may be one the segment no longer holds, such as its first sighting's.) */
         uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
         uint32_t need = l->warmup << shift;
-        if (!v->fails && v->planned && s && s->repeats >= l->warmup && own_plan(l))
+        if (!v->fails && v->planned && l->chunk_planned && s && s->repeats >= l->warmup)
             need = 1;
         if (v->seen >= need)
             out[n++] = v;

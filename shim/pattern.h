@@ -177,6 +177,7 @@ typedef struct {
     uint32_t watch_run;   /* the CUPTI guard's current watch run (see gkeys), 0 while not watching */
     uint64_t chunk_start; /* key at the chunk's start */
     uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
+    uint8_t chunk_planned; /* the current chunk was cut by its segment's own plan (from its timing) */
 
     /* configuration */
     uint32_t chunk_first; /* AUTOGRAPH_CHUNK_FIRST: 0 for no ramp after a real barrier */
