@@ -27,6 +27,8 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +120,7 @@ static struct {
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static void start(void);
+static void finalize_join(void);
 
 static void note_name(const char *name)
 {
@@ -279,6 +282,7 @@ static double ms_since(uint64_t *t)
  * each step is logged at debug level: they are the fixed cost of a learning window. */
 static CUptiResult attach(void)
 {
+    finalize_join(); /* CUPTI is not for use while it finalizes */
     uint64_t t = ag_now_ns();
     CUptiResult r = O.subscribe(&O.sub, on_callback, NULL);
     if (r != CUPTI_SUCCESS)
@@ -296,13 +300,76 @@ static CUptiResult attach(void)
     return CUPTI_SUCCESS;
 }
 
-/* cuptiFinalize (when libcupti has it), counted: the next subscription pays CUPTI's set-up again. */
+/* A finalize on the shim's own thread (AUTOGRAPH_CUPTI_DETACH=background): started under O.lock, and
+ * waited for (joined) under it before anything else touches CUPTI again. The thread takes no lock of
+ * ours; CUPTI's activity buffer handler may run on it (names_lock only). */
+static struct {
+    pthread_t thread;
+    int running;          /* started and not yet joined (under O.lock) */
+    atomic_ullong ns;     /* host time of the finalizes run there */
+    atomic_uint joins_waited; /* joins that found it still running */
+} F;
+
+static void *finalize_main(void *arg)
+{
+    (void)arg;
+    ag_guard++; /* CUDA calls CUPTI makes from here are its own, not the program's */
+    uint64_t t = ag_now_ns();
+    O.finalize();
+    atomic_fetch_add(&F.ns, ag_now_ns() - t);
+    ag_guard--;
+    return NULL;
+}
+
+/* Waits for a background finalize to end (under O.lock). */
+static void finalize_join(void)
+{
+    if (!F.running)
+        return;
+    if (pthread_tryjoin_np(F.thread, NULL) != 0) {
+        atomic_fetch_add(&F.joins_waited, 1);
+        pthread_join(F.thread, NULL);
+    }
+    F.running = 0;
+}
+
+/* cuptiFinalize (when libcupti has it), counted: the next subscription pays CUPTI's set-up again. It
+ * takes 2-3.5 ms on the H200 host; in the background (the default) the program's thread goes on with its
+ * launches meanwhile (tests/gpu/cupti_costs.cu first both background). Callbacks, kernel activity and
+ * the subscription are off before it starts, and the activity records flushed, as cuptiFinalize asks
+ * of a caller outside a callback. Where the thread cannot be started it runs here. */
 static void finalize(void)
 {
-    if (O.finalize) {
-        O.finalize();
-        O.finalizes++;
+    if (!O.finalize)
+        return;
+    finalize_join();
+    O.finalizes++;
+    if (ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_BACKGROUND) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
+        int r = pthread_create(&F.thread, NULL, finalize_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r == 0) {
+            F.running = 1;
+            static int at_exit_set;
+            if (!at_exit_set) /* registered now, after the CUDA runtime's: runs before its teardown */
+                at_exit_set = atexit(ag_cupti_quiesce) == 0;
+            return;
+        }
+        ag_log(AG_LOG_DEBUG, "no thread for cuptiFinalize (%s): finalized on the program's thread", strerror(r));
     }
+    O.finalize();
+}
+
+/* Before the process exits or forks: a background finalize ends first. */
+void ag_cupti_quiesce(void)
+{
+    if (!__atomic_load_n(&F.running, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&O.lock);
+    finalize_join();
+    pthread_mutex_unlock(&O.lock);
 }
 
 /* Everything off, and CUPTI detached from the process: a subscriber with every callback disabled, or
@@ -322,7 +389,7 @@ static void detach(void)
     double fin = ms_since(&t);
     O.activity = 0;
     ag_log(AG_LOG_DEBUG, "CUPTI detached: callbacks off %.3f ms, activity off and flush %.3f ms, unsubscribe "
-                         "%.3f ms, finalize %.3f ms", cbs, act, unsub, fin);
+                         "%.3f ms, finalize %.3f ms%s", cbs, act, unsub, fin, F.running ? " (to start it in the background)" : "");
 }
 
 void ag_cupti_learning(int learning)
@@ -365,6 +432,7 @@ static void release(const char *why)
         ag_guard++;
         if (O.state == ST_ATTACHED)
             detach();
+        finalize_join(); /* the profiler's subscription comes after our finalize */
         ag_guard--;
         O.state = ST_RELEASED;
         O.released_to_profiler = 1;
@@ -693,10 +761,12 @@ void ag_cupti_stats(FILE *f)
         ag_put_json_string(f, O.names[i]);
     }
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
-               "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u,\n"
+               "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u, \"finalize_background_ms\": %.3f, "
+               "\"finalize_joins_waited\": %u,\n"
                "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
-            (double)O.warm_ns / 1e6, O.finalizes, (double)O.setup_ns / 1e6,
+            (double)O.warm_ns / 1e6, O.finalizes, (double)atomic_load(&F.ns) / 1e6, atomic_load(&F.joins_waited),
+            (double)O.setup_ns / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)
         fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);

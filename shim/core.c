@@ -84,6 +84,7 @@ static void at_exit(void)
 
 static void fork_prepare(void)
 {
+    ag_cupti_quiesce();
     ag_engine_fork_prepare();
     ag_stats_fork_prepare();
 }

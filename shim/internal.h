@@ -222,6 +222,8 @@ int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns);
 int ag_cupti_op_gpu_ns(uint64_t op, uint64_t *ns);
 /* Hands over the kernel timing records CUPTI holds now (when timings are on). */
 void ag_cupti_flush(void);
+/* Before a fork: waits for a cuptiFinalize running in the background (AUTOGRAPH_CUPTI_DETACH). */
+void ag_cupti_quiesce(void);
 /* Writes the "cupti" member of the statistics JSON (the last member: no trailing comma). */
 void ag_cupti_stats(FILE *f);
 

@@ -36,6 +36,12 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
                           "libcupti to open instead of searching the usual places (a copy already loaded, "
                           "the one beside a PyTorch installation's NVIDIA wheels, the CUDA toolkit's)."},
+    [AG_OPT_CUPTI_DETACH] = {"AUTOGRAPH_CUPTI_DETACH", AG_OPT_ENUM, "background", "background|inline",
+                             "Where CUPTI is finalized when a learning window closes (cuptiFinalize, 2-3.5 ms "
+                             "on the H200 host): 'background' on a thread of the shim's while the program "
+                             "goes on (callbacks, kernel activity and the subscription are off and the "
+                             "records flushed before it starts, and CUPTI is not touched again until it "
+                             "ended); 'inline' on the program's thread, which waits for it."},
     [AG_OPT_WARMUP] = {"AUTOGRAPH_WARMUP", AG_OPT_INT, "2", "1..1000",
                        "How many times a chunk of work must be seen, identically, before it is deferred and "
                        "replayed from a CUDA graph."},

@@ -25,8 +25,12 @@
  *   made driver calls (contexts and modules exist: tests/gpu/cupti_costs.cu), about 4 ms before. Such a
  *   set-up after a traced driver call is counted as "costly". cuptiFinalize ends the subscription,
  *   hands back the current activity buffer, forgets the activity callbacks and kinds, and undoes the
- *   set-up. With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line:
- *   "fake_cupti: subscribes S set-ups U costly C finalizes F".
+ *   set-up. FAKE_CUPTI_FINALIZE_US=N makes each cuptiFinalize take N us (about 2000-3500 on the H200).
+ * - With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line: "fake_cupti: subscribes S
+ *   set-ups U costly C finalizes F away A overlaps O during D unfinished N": A finalizes ran on a thread
+ *   that made no driver call (the client's own), O calls of the client came while a finalize ran
+ *   (CUPTI's API is not for use then), D driver calls began while a finalize ran on another thread (the
+ *   program went on meanwhile), N finalizes were still running when the process ended.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -80,7 +84,11 @@ static struct {
     CUpti_ActivityKernel10 *pending;
     size_t npending, cap;
     int set_up; /* subscribed since the start or the last cuptiFinalize */
+    int finalizing; /* a cuptiFinalize is running */
     unsigned subscribes, setups, costly, finalizes;
+    unsigned away;     /* finalizes on a thread that made no driver call (the client's own thread) */
+    unsigned overlaps; /* client calls (this file's API) made while a finalize ran */
+    unsigned during;   /* driver calls that began while a finalize ran on another thread */
 } fk = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 /* The buffer being filled; only touched under deliver_mu, which orders deliveries from the worker
@@ -95,6 +103,13 @@ static _Thread_local struct {
     uint64_t data;
 } tl_calls[MAX_NESTED];
 static _Thread_local int tl_depth;
+static _Thread_local int tl_driver; /* this thread made a driver call */
+
+/* Under fk.mu, at the start of each call of a client: one made while a finalize runs is counted. */
+static void client_call(void)
+{
+    fk.overlaps += fk.finalizing != 0;
+}
 
 static uintptr_t handle_of(uintptr_t generation)
 {
@@ -110,6 +125,7 @@ CUptiResult EXPORT cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_Call
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     CUptiResult r = CUPTI_SUCCESS;
     pthread_mutex_lock(&fk.mu);
+    client_call();
     if (fk.subscriber) {
         r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     } else {
@@ -133,6 +149,7 @@ CUptiResult EXPORT cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
 {
     CUptiResult r = CUPTI_ERROR_INVALID_PARAMETER;
     pthread_mutex_lock(&fk.mu);
+    client_call();
     if (fk.subscriber && (uintptr_t)subscriber == fk.subscriber) {
         fk.subscriber = 0;
         fk.callback = NULL;
@@ -168,6 +185,7 @@ CUptiResult EXPORT cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s
                                        CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
     pthread_mutex_lock(&fk.mu);
+    client_call();
     CUptiResult r = set_enabled(enable, subscriber, domain, (long)cbid);
     pthread_mutex_unlock(&fk.mu);
     return r;
@@ -176,6 +194,7 @@ CUptiResult EXPORT cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s
 CUptiResult EXPORT cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain)
 {
     pthread_mutex_lock(&fk.mu);
+    client_call();
     CUptiResult r = set_enabled(enable, subscriber, domain, -1);
     pthread_mutex_unlock(&fk.mu);
     return r;
@@ -226,6 +245,8 @@ uint32_t fakecupti_api(uint32_t cbid, const char *name, int site)
     /* Entry and exit always pair up on the thread, enabled or not, so that a callback id enabled or
      * disabled between them cannot shift the correlation of the calls around it. */
     if (site == 0) {
+        tl_driver = 1;
+        fk.during += fk.finalizing != 0;
         id = ++fk.correlation;
         if (tl_depth < MAX_NESTED) {
             tl_calls[tl_depth].id = id;
@@ -333,6 +354,7 @@ CUptiResult EXPORT cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
     /* A buffer of the previous client goes back to it, with the records made for it. */
     deliver(1);
     pthread_mutex_lock(&fk.mu);
+    client_call();
     fk.requested = requested;
     fk.completed = completed;
     pthread_mutex_unlock(&fk.mu);
@@ -345,6 +367,7 @@ static CUptiResult set_activity(CUpti_ActivityKind kind, int on)
         return CUPTI_ERROR_INVALID_KIND;
     CUptiResult r = CUPTI_SUCCESS;
     pthread_mutex_lock(&fk.mu);
+    client_call();
     if (kind == CUPTI_ACTIVITY_KIND_KERNEL)
         fk.kernel_on = on;
     else if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
@@ -381,6 +404,7 @@ CUptiResult EXPORT cuptiActivityFlushAll(uint32_t flag)
 {
     (void)flag; /* every record is complete as soon as it exists: forced or not, the same */
     pthread_mutex_lock(&fk.mu);
+    client_call();
     int registered = fk.requested != NULL;
     pthread_mutex_unlock(&fk.mu);
     if (!registered)
@@ -437,8 +461,19 @@ out:
  * the client first), and the set-up, which the next cuptiSubscribe pays again. */
 CUptiResult EXPORT cuptiFinalize(void)
 {
+    pthread_mutex_lock(&fk.mu);
+    client_call();
+    fk.finalizing++;
+    fk.away += !tl_driver;
+    pthread_mutex_unlock(&fk.mu);
+    const char *us = getenv("FAKE_CUPTI_FINALIZE_US");
+    if (us && atol(us) > 0) {
+        struct timespec d = {atol(us) / 1000000, atol(us) % 1000000 * 1000};
+        nanosleep(&d, NULL);
+    }
     deliver(1);
     pthread_mutex_lock(&fk.mu);
+    fk.finalizing--;
     fk.subscriber = 0;
     fk.callback = NULL;
     fk.userdata = NULL;
@@ -458,7 +493,8 @@ __attribute__((destructor)) static void report(void)
     if (!r || strcmp(r, "1") != 0)
         return;
     pthread_mutex_lock(&fk.mu);
-    fprintf(stderr, "fake_cupti: subscribes %u set-ups %u costly %u finalizes %u\n", fk.subscribes, fk.setups,
-            fk.costly, fk.finalizes);
+    fprintf(stderr, "fake_cupti: subscribes %u set-ups %u costly %u finalizes %u away %u overlaps %u during %u "
+                    "unfinished %d\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes, fk.away, fk.overlaps,
+            fk.during, fk.finalizing);
     pthread_mutex_unlock(&fk.mu);
 }

@@ -24,6 +24,11 @@
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
 #                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
 #                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
+#   detach           each cuptiFinalize of the stand-in takes 20 ms: in the background (the default) it runs
+#                    on a thread of the shim's while the program goes on, no CUPTI call of the shim's comes
+#                    while it runs (a window attaching right after the program's own first graph launch
+#                    waits for the finalize that launch started), and the process ends after it; inline
+#                    (AUTOGRAPH_CUPTI_DETACH=inline) the program waits for it; identical output in each
 #   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
 #                    the guard saw it whole, so an unhooked launch first coming right after it is caught
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
@@ -83,14 +88,16 @@ print(f"ok: {sys.argv[2]}")
 PY
 }
 
-# fake NAME WHAT: the stand-in libcupti's count WHAT (subscribes, set-ups, costly, finalizes) at exit
+# fake NAME WHAT: the stand-in libcupti's count WHAT (subscribes, set-ups, costly, finalizes, away,
+# overlaps, during, unfinished: tests/cupti/fake_cupti.c) at exit
 fake() { awk -v w="$2" '/^fake_cupti: subscribes/ { for (i = 2; i < NF; i++) if ($i == w) { print $(i + 1); exit } }' "$tmp/$1.err"; }
 
 # expect_fake NAME EXPR: EXPR over the stand-in's counts (python names subscribes, setups, costly,
-# finalizes) and the shim's statistics s and c holds
+# finalizes, away, overlaps, during, unfinished) and the shim's statistics s and c holds
 expect_fake() {
-    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes: %s)(%s, %s, %s, %s)' "$2" \
-        "$(fake "$1" subscribes)" "$(fake "$1" set-ups)" "$(fake "$1" costly)" "$(fake "$1" finalizes)")"
+    local names="subscribes set-ups costly finalizes away overlaps during unfinished" vals=() n
+    for n in $names; do vals+=("$(fake "$1" "$n")"); done
+    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes, away, overlaps, during, unfinished: %s)' "$2")($(IFS=,; echo "${vals[*]}"))"
 }
 
 # warnings NAME [PATTERN]: the shim's warning lines (those matching PATTERN)
@@ -181,6 +188,24 @@ never_repeats)
     expect run "c.get('warmed') is True and c.get('finalizes') == 0"
     expect_fake run "subscribes == 1 and setups == 1 and costly == 0 and finalizes == 0"
     expect run "s['replay']['launches_deferred'] == 0"
+    ;;
+detach)
+    plain p --no-unhooked
+    shim run FAKE_CUPTI_FINALIZE_US=20000 -- --no-unhooked
+    same p run
+    expect_fake run "finalizes == c['finalizes'] >= 1 and away == finalizes and during > 0 and overlaps == 0 and unfinished == 0"
+    expect run "c['finalize_background_ms'] >= 20.0 * c['finalizes'] and $replayed"
+    shim inl FAKE_CUPTI_FINALIZE_US=20000 AUTOGRAPH_CUPTI_DETACH=inline -- --no-unhooked
+    same p inl
+    expect_fake inl "finalizes == c['finalizes'] >= 1 and away == 0 and during == 0 and overlaps == 0"
+    expect inl "c['finalize_background_ms'] == 0 and s['replay']['launches_replayed'] == $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['replay']['launches_replayed'])" "$tmp/run.json")"
+    # finalized at the program's first graph launch, in the background; the window that opens soon after
+    # subscribes only once that finalize ended
+    plain q --no-unhooked --never-repeat --own-graph
+    shim og FAKE_CUPTI_FINALIZE_US=20000 -- --no-unhooked --never-repeat --own-graph
+    same q og
+    expect_fake og "finalizes == 2 and away == 2 and overlaps == 0 and unfinished == 0 and c['attaches'] >= 1"
+    expect og "c['finalize_joins_waited'] >= 1"
     ;;
 own_graph)
     plain p --no-unhooked --never-repeat --own-graph

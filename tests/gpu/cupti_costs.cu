@@ -11,11 +11,18 @@
  *              first launches timed one by one: W is what the window enables: both (callbacks and kernel
  *              activity, as the observer), callbacks, activity, or smallbuf (both, CUPTI's device buffer
  *              for activity records set to 256 KB first)
+ *   first W background
+ *              the same, with cuptiFinalize on a second thread while this one launches graphs, each
+ *              timed: what a finalize off the application's thread costs the launches meanwhile
+ *   first W early_act
+ *              the same as first W, with kernel activity also enabled and disabled in the subscription
+ *              before the first CUDA call: whether that moves the window's first-launch cost out
  * Each line: a step and its host ms, or a state and the host us per kernel launch and per graph launch
  * (medians of 5 batches). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,8 +139,55 @@ static void first_launches(const char *what) {
          "launches 201-400 median %.2f us\n", what, us[0], us[1], us[2], us[3], us[4], sum / 1e3, rest[100]);
 }
 
-/* mode first: the engine's first learning window, W what it enables */
-static void first_window(const char *w) {
+static volatile int fin_done;
+static double fin_ms;
+static void *finalize_main(void *arg) {
+  (void)arg;
+  double t = ag_now_ms();
+  CU(cuptiFinalize());
+  fin_ms = ag_now_ms() - t;
+  __atomic_store_n(&fin_done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* cuptiFinalize on a second thread; this one launches graphs meanwhile, each timed (host us), and goes
+ * on for as many after it ended: the launches' cost during and after, and how long the finalize took. */
+static void finalize_background(void) {
+  static double during[20000], after[2000];
+  int nd = 0, na = 0;
+  pthread_t th;
+  mark();
+  if (pthread_create(&th, NULL, finalize_main, NULL)) exit(1);
+  while (!__atomic_load_n(&fin_done, __ATOMIC_ACQUIRE) && nd < 20000) {
+    double t = ag_now_ms();
+    CK(cudaGraphLaunch(gexec, st));
+    during[nd++] = (ag_now_ms() - t) * 1e3;
+    if (nd % 64 == 0) CK(cudaStreamSynchronize(st));
+  }
+  pthread_join(th, NULL);
+  double wall = ag_now_ms() - t0;
+  CK(cudaStreamSynchronize(st));
+  for (na = 0; na < 2000; na++) {
+    double t = ag_now_ms();
+    CK(cudaGraphLaunch(gexec, st));
+    after[na] = (ag_now_ms() - t) * 1e3;
+    if (na % 64 == 63) CK(cudaStreamSynchronize(st));
+  }
+  CK(cudaStreamSynchronize(st));
+  double sum = 0;
+  for (int i = 0; i < nd; i++) sum += during[i];
+  qsort(during, nd, sizeof *during, cmp);
+  qsort(after, na, sizeof *after, cmp);
+  printf("  step finalize on a second thread: %.3f ms there, %.3f ms until joined; %d graph launches meanwhile "
+         "(%.3f ms together, median %.2f us, max %.1f us); the 2000 after: median %.2f us, max %.1f us\n",
+         fin_ms, wall, nd, sum / 1e3, nd ? during[nd / 2] : 0.0, nd ? during[nd - 1] : 0.0, after[na / 2],
+         after[na - 1]);
+  t0 = ag_now_ms();
+}
+
+/* mode first: the engine's first learning window, W what it enables; background: finalized on a second
+ * thread while this one launches graphs */
+static void first_window(const char *w, int background) {
   int cbs = strcmp(w, "activity") != 0, act = strcmp(w, "callbacks") != 0;
   subscribe("subscribe (first window, warm)");
   mark();
@@ -157,8 +211,12 @@ static void first_window(const char *w) {
   step("disable and flush");
   CU(cuptiUnsubscribe(sub));
   step("unsubscribe");
-  CU(cuptiFinalize());
-  step("finalize");
+  if (background) {
+    finalize_background();
+  } else {
+    CU(cuptiFinalize());
+    step("finalize");
+  }
   first_launches("after the finalize");
 }
 
@@ -169,6 +227,12 @@ int main(int argc, char **argv) {
   int early = strcmp(mode, "early") == 0 || first, keep = strcmp(mode, "late") != 0;
   if (early) {
     subscribe("subscribe before any CUDA call");
+    if (first && argc > 3 && strcmp(argv[3], "early_act") == 0) {
+      CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
+      CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+      CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+      step("kernel activity enabled and disabled before any CUDA call");
+    }
     CU(cuptiUnsubscribe(sub));
     step("unsubscribe");
   }
@@ -178,7 +242,7 @@ int main(int argc, char **argv) {
   state(early ? "before the window (subscribed once before)" : "plain");
   if (first) {
     first_launches("before the window");
-    first_window(argc > 2 ? argv[2] : "both");
+    first_window(argc > 2 ? argv[2] : "both", argc > 3 && strcmp(argv[3], "background") == 0);
     return 0;
   }
   if (strcmp(mode, "early_ctx") == 0) {

@@ -27,7 +27,8 @@ nvcc -O2 -arch=sm_90 -rdc=true -o /tmp/patch_costs tests/gpu/patch_costs.cu -lcu
 # per mode: CUPTI's first-use set-up happens once per process).
 nvcc -O2 -arch=sm_90 -o /tmp/cupti_costs tests/gpu/cupti_costs.cu -lcupti -lcuda &&
     { for m in late late_keep early early_ctx; do /tmp/cupti_costs $m; done
-      for w in both callbacks activity smallbuf; do /tmp/cupti_costs first $w; done; }
+      for w in both callbacks activity smallbuf; do /tmp/cupti_costs first $w; done
+      /tmp/cupti_costs first both background; /tmp/cupti_costs first both early_act; }
 lib=$PWD/$BUILD/lib/libautograph.so
 T=$(mktemp -d)
 ms() { sed -n 's/^loop_ms: //p' "$1"; }
