@@ -268,6 +268,8 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     /* Each application stream gets a capture stream; the others fork from the first at the start and
      * join it at the end. Event records become private events inside the capture, so a wait on a
      * record of this chunk is an edge of the graph. */
+    int timed = ag_opt(AG_OPT_LOG)->num >= AG_LOG_DEBUG; /* the build's phases, at debug level */
+    uint64_t t_cap = timed ? ag_now_ns() : 0, t_mem = 0, t_inst = 0, t_params = 0;
     ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
     CUresult r = REAL(cuStreamBeginCapture_v2)(G.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
     int began = r == CUDA_SUCCESS, ok = began;
@@ -334,8 +336,11 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     /* The driver says nothing of what an exec costs on the device: the free-memory difference across
      * instantiation estimates it (other threads' allocations in between can blur it). */
     size_t free0 = 0, free1 = 0, total = 0;
+    t_mem = timed ? ag_now_ns() : 0;
     int measured = ag_drv.cuMemGetInfo_v2 && ag_drv.cuMemGetInfo_v2(&free0, &total) == CUDA_SUCCESS;
+    t_inst = timed ? ag_now_ns() : 0;
     r = ag_drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+    t_params = timed ? ag_now_ns() : 0;
     if (r == CUDA_SUCCESS && measured && ag_drv.cuMemGetInfo_v2(&free1, &total) == CUDA_SUCCESS && free1 < free0)
         g->mem = free0 - free1;
     if (r != CUDA_SUCCESS) {
@@ -345,6 +350,13 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     for (uint32_t i = 0; i < n; i++)
         if (g->ops[i].kind == OP_KERNEL && ag_drv.cuGraphKernelNodeGetParams_v2(g->nodes[i], &g->kp[i]) != CUDA_SUCCESS)
             goto fail;
+    if (timed) {
+        uint64_t t_end = ag_now_ns();
+        ag_log(AG_LOG_DEBUG, "graph of %u operations built in %.1f us: capture %.1f, memory query %.1f, "
+                             "instantiate %.1f, memory query and node parameters %.1f", n,
+               (double)(t_end - t_cap) / 1e3, (double)(t_mem - t_cap) / 1e3, (double)(t_inst - t_mem) / 1e3,
+               (double)(t_params - t_inst) / 1e3, (double)(t_end - t_params) / 1e3);
+    }
     if (G.ngraphs >= G.max_graphs)
         evict_lru_graph();
     G.graphs[G.ngraphs++] = g;

@@ -58,7 +58,7 @@ for m in modes:
 PY
 # The first iterations one by one (us), once per mode: where the fixed cost lands.
 echo "$smp: the first 24 iterations (us), one run each:"
-for m in hand default cupti_off first16; do
+for m in "${modes[@]}"; do
     mode_env "$m"
     echo "  $m: $(env "${e[@]}" AG_ITER_US=24 "$B/bin/$smp" "${a[@]}" 2>&1 >/dev/null | sed -n 's/^iter_us: //p')"
 done
