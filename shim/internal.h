@@ -132,6 +132,21 @@ static inline void ag_count(ag_id_t id)
         atomic_store_explicit(&t->n[id], atomic_load_explicit(&t->n[id], memory_order_relaxed) + 1,
                               memory_order_relaxed);
 }
+/* Host times (ns) of sampled calls: their count, sum, and the last AG_SAMPLER_RING of them for a median
+ * that a few slow ones (a kernel's first launch loading its module, hundreds of us) do not move.
+ * Lock-free: concurrent adds may interleave in the ring, which only reorders samples. */
+#define AG_SAMPLER_RING 4096
+typedef struct {
+    _Atomic uint32_t ns[AG_SAMPLER_RING];
+    atomic_ullong n, sum;
+} ag_sampler_t;
+void ag_sampler_add(ag_sampler_t *s, uint64_t ns);
+/* The median of the samples in the ring (0 when none); not for the launch path (sorts a copy). */
+double ag_sampler_median(ag_sampler_t *s);
+/* Kernel launches that went straight to the driver (the engine off: AUTOGRAPH_SCOPE=off, paused,
+ * resting): every 16th of a thread is timed, the driver call alone (interpose.c). */
+extern ag_sampler_t ag_passthru_launches;
+extern AG_TLS unsigned ag_passthru_tick;
 /* Writes s as a JSON string literal. */
 void ag_put_json_string(FILE *f, const char *s);
 extern atomic_ulong ag_unmatched_proc;

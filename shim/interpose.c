@@ -80,7 +80,13 @@
         } else {                                                                                      \
             if (on_ == AG_ENGINE_RESTING)                                                             \
                 ag_engine_rested();                                                                   \
-            r_ = real_ args;                                                                          \
+            if (AG_KIND_IS_LAUNCH(ag_hook_kinds[AG_ID_##name]) && (++ag_passthru_tick & 15) == 0) {   \
+                uint64_t t0_ = ag_now_ns();                                                           \
+                r_ = real_ args;                                                                      \
+                ag_sampler_add(&ag_passthru_launches, ag_now_ns() - t0_);                             \
+            } else {                                                                                  \
+                r_ = real_ args;                                                                      \
+            }                                                                                         \
         }                                                                                             \
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \

@@ -121,6 +121,38 @@ static int expand_path(const char *pattern, char *out, size_t outlen)
     return has_pid;
 }
 
+ag_sampler_t ag_passthru_launches;
+AG_TLS unsigned ag_passthru_tick;
+
+void ag_sampler_add(ag_sampler_t *s, uint64_t ns)
+{
+    uint64_t i = atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->ns[i % AG_SAMPLER_RING], ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns,
+                          memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->sum, ns, memory_order_relaxed);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+double ag_sampler_median(ag_sampler_t *s)
+{
+    uint64_t n = atomic_load(&s->n);
+    size_t k = n < AG_SAMPLER_RING ? (size_t)n : AG_SAMPLER_RING;
+    uint32_t *v = k ? malloc(sizeof *v * k) : NULL;
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < k; i++)
+        v[i] = atomic_load_explicit(&s->ns[i], memory_order_relaxed);
+    qsort(v, k, sizeof *v, cmp_u32);
+    double m = k % 2 ? v[k / 2] : ((double)v[k / 2 - 1] + v[k / 2]) / 2;
+    free(v);
+    return m;
+}
+
 void ag_put_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -175,7 +207,10 @@ static int write_json(const char *path, const uint64_t *tot)
         fputs(i ? ", " : "", f);
         ag_put_json_string(f, names[i]);
     }
-    fprintf(f, "],\n");
+    uint64_t pt = atomic_load(&ag_passthru_launches.n);
+    fprintf(f, "],\n  \"passthrough_launches_timed\": %llu,\n  \"passthrough_launch_ns_median\": %.1f,\n"
+               "  \"passthrough_launch_ns_mean\": %.1f,\n", (unsigned long long)pt, ag_sampler_median(&ag_passthru_launches),
+            pt ? (double)atomic_load(&ag_passthru_launches.sum) / (double)pt : 0.0);
     ag_engine_stats(f, launches_of(tot));
     ag_cupti_stats(f);
     fprintf(f, "}\n");

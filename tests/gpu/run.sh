@@ -64,13 +64,13 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
     setarch "$(uname -m)" -R true 2>/dev/null && pin=(setarch "$(uname -m)" -R "${pin[@]}")
     for i in $(seq "${TORCH_REPS:-3}"); do
         "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 >"$T/t_plain.out" 2>>"$T/t_plain.err"
-        LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
+        LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off AUTOGRAPH_STATS=$T/t_off.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_off.out" 2>>"$T/t_off.err"
         LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/t_all.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
             >"$T/t_all.out" 2>>"$T/t_all.err"
         LD_PRELOAD=$lib AUTOGRAPH_PROBE=off AUTOGRAPH_STATS=$T/t_noprobe.json "${pin[@]}" python3 \
             tests/python/torch_mlp.py --steps 200 >"$T/t_noprobe.out" 2>>"$T/t_noprobe.err"
-        LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t_ab.out" \
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/t_ab.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t_ab.out" \
             2>>"$T/t_ab.err"
     done
     same=no
@@ -105,7 +105,18 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
          f"paused {statistics.median(y for _, y in ab):.0f} us, {statistics.median(y / x for x, y in ab):.3f}x "
          f"(the median of {len(ab)} runs' ratios)" if ab else " | in-process A/B: -")(
           [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)',
-                                                      open(f"{d}/t_ab.err").read())]))
+                                                      open(f"{d}/t_ab.err").read())])
+      # what any tool that leaves Python running can gain at most here: the step's time inside the
+      # driver's launch calls (every 16th launch that went straight through timed: the A/B run's paused
+      # blocks, and the whole pass-through run), as a share of the paused step
+      + (lambda off, ab, paused: (lambda per_step, drv: f" | in the driver's launch calls: {per_step:.0f} launches per step x "
+         f"{drv:.0f} ns (mean of the paused blocks; median {ab['passthrough_launch_ns_median']:.0f}; pass-through run: mean "
+         f"{off['passthrough_launch_ns_mean']:.0f}, median {off['passthrough_launch_ns_median']:.0f}) = {per_step * drv / 1e3:.0f} us, "
+         f"{100 * per_step * drv / 1e3 / paused:.1f}% of the paused step: at most {paused / (paused - per_step * drv / 1e3):.3f}x "
+         f"for a tool that removes all of it")(off['launches'] / 200, ab['passthrough_launch_ns_mean'])
+         if paused and ab.get('passthrough_launches_timed') else " | in the driver's launch calls: -")(
+          json.load(open(f"{d}/t_off.json")), json.load(open(f"{d}/t_ab.json")),
+          statistics.median([float(y) for y in re.findall(r'ab_step_us: shim [0-9.]+ paused ([0-9.]+)', open(f"{d}/t_ab.err").read())] or [0])))
 PY
 )
 fi
