@@ -25,7 +25,8 @@
  *   made driver calls (contexts and modules exist: tests/gpu/cupti_costs.cu), about 4 ms before. Such a
  *   set-up after a traced driver call is counted as "costly". cuptiFinalize ends the subscription,
  *   hands back the current activity buffer, forgets the activity callbacks and kinds, and undoes the
- *   set-up. FAKE_CUPTI_FINALIZE_US=N makes each cuptiFinalize take N us (about 2000-3500 on the H200).
+ *   set-up. FAKE_CUPTI_FINALIZE_US=N makes each cuptiFinalize take N us (about 2000-3500 on the H200);
+ *   with FAKE_CUPTI_STRICT=1 a call of the client while a finalize runs aborts the process.
  * - With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line: "fake_cupti: subscribes S
  *   set-ups U costly C finalizes F away A overlaps O during D unfinished N": A finalizes ran on a thread
  *   that made no driver call (the client's own), O calls of the client came while a finalize ran
@@ -109,6 +110,11 @@ static _Thread_local int tl_driver; /* this thread made a driver call */
 static void client_call(void)
 {
     fk.overlaps += fk.finalizing != 0;
+    const char *strict = fk.finalizing ? getenv("FAKE_CUPTI_STRICT") : NULL;
+    if (strict && strcmp(strict, "1") == 0) {
+        fprintf(stderr, "fake_cupti: a CUPTI call while cuptiFinalize runs (FAKE_CUPTI_STRICT=1)\n");
+        abort();
+    }
 }
 
 static uintptr_t handle_of(uintptr_t generation)
