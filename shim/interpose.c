@@ -80,10 +80,12 @@
         } else {                                                                                      \
             if (on_ == AG_ENGINE_RESTING)                                                             \
                 ag_engine_rested();                                                                   \
-            if (AG_KIND_IS_LAUNCH(ag_hook_kinds[AG_ID_##name]) && (++ag_passthru_tick & 15) == 0) {   \
+            unsigned k_ = ag_hook_kinds[AG_ID_##name];                                                \
+            if (AG_KIND_IS_LAUNCH(k_) ? (++ag_passthru_tick & 15) == 0 : k_ != AG_KIND_DD2H) {         \
                 uint64_t t0_ = ag_now_ns();                                                           \
                 r_ = real_ args;                                                                      \
-                ag_sampler_add(&ag_passthru_launches, ag_now_ns() - t0_);                             \
+                ag_sampler_add(AG_KIND_IS_LAUNCH(k_) ? &ag_passthru_launches : &ag_passthru_memops,   \
+                               ag_now_ns() - t0_);                                                    \
             } else {                                                                                  \
                 r_ = real_ args;                                                                      \
             }                                                                                         \

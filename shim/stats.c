@@ -121,7 +121,7 @@ static int expand_path(const char *pattern, char *out, size_t outlen)
     return has_pid;
 }
 
-ag_sampler_t ag_passthru_launches;
+ag_sampler_t ag_passthru_launches, ag_passthru_memops;
 AG_TLS unsigned ag_passthru_tick;
 
 void ag_sampler_add(ag_sampler_t *s, uint64_t ns)
@@ -207,10 +207,13 @@ static int write_json(const char *path, const uint64_t *tot)
         fputs(i ? ", " : "", f);
         ag_put_json_string(f, names[i]);
     }
-    uint64_t pt = atomic_load(&ag_passthru_launches.n);
+    uint64_t pt = atomic_load(&ag_passthru_launches.n), pm = atomic_load(&ag_passthru_memops.n);
     fprintf(f, "],\n  \"passthrough_launches_timed\": %llu,\n  \"passthrough_launch_ns_median\": %.1f,\n"
                "  \"passthrough_launch_ns_mean\": %.1f,\n", (unsigned long long)pt, ag_sampler_median(&ag_passthru_launches),
             pt ? (double)atomic_load(&ag_passthru_launches.sum) / (double)pt : 0.0);
+    fprintf(f, "  \"passthrough_memops\": %llu,\n  \"passthrough_memop_ns_median\": %.1f,\n"
+               "  \"passthrough_memop_ns_mean\": %.1f,\n", (unsigned long long)pm, ag_sampler_median(&ag_passthru_memops),
+            pm ? (double)atomic_load(&ag_passthru_memops.sum) / (double)pm : 0.0);
     ag_engine_stats(f, launches_of(tot));
     ag_cupti_stats(f);
     fprintf(f, "}\n");

@@ -108,12 +108,16 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
                                                       open(f"{d}/t_ab.err").read())])
       # what any tool that leaves Python running can gain at most here: the step's time inside the
       # driver's launch calls (every 16th launch that went straight through timed: the A/B run's paused
-      # blocks, and the whole pass-through run), as a share of the paused step
-      + (lambda off, ab, paused: (lambda per_step, drv: f" | in the driver's launch calls: {per_step:.0f} launches per step x "
+      # blocks, and the whole pass-through run) and its memset, copy and event calls (each timed), as a
+      # share of the paused step
+      + (lambda off, ab, paused: (lambda per_step, drv, mops, mdrv: f" | in the driver's launch calls: {per_step:.0f} launches per step x "
          f"{drv:.0f} ns (mean of the paused blocks; median {ab['passthrough_launch_ns_median']:.0f}; pass-through run: mean "
          f"{off['passthrough_launch_ns_mean']:.0f}, median {off['passthrough_launch_ns_median']:.0f}) = {per_step * drv / 1e3:.0f} us, "
-         f"{100 * per_step * drv / 1e3 / paused:.1f}% of the paused step: at most {paused / (paused - per_step * drv / 1e3):.3f}x "
-         f"for a tool that removes all of it")(off['launches'] / 200, ab['passthrough_launch_ns_mean'])
+         f"and its memset, copy and event calls: {mops:.1f} per step x {mdrv:.0f} ns = {mops * mdrv / 1e3:.0f} us; together "
+         f"{100 * (per_step * drv + mops * mdrv) / 1e3 / paused:.1f}% of the paused step: at most "
+         f"{paused / (paused - (per_step * drv + mops * mdrv) / 1e3):.3f}x for a tool that removes all of it")(
+             off['launches'] / 200, ab['passthrough_launch_ns_mean'], off.get('passthrough_memops', 0) / 200,
+             ab.get('passthrough_memop_ns_mean', 0))
          if paused and ab.get('passthrough_launches_timed') else " | in the driver's launch calls: -")(
           json.load(open(f"{d}/t_off.json")), json.load(open(f"{d}/t_ab.json")),
           statistics.median([float(y) for y in re.findall(r'ab_step_us: shim [0-9.]+ paused ([0-9.]+)', open(f"{d}/t_ab.err").read())] or [0])))
