@@ -24,8 +24,8 @@
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
 #                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
 #                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
-#   detach           each cuptiFinalize of the stand-in takes 20 ms: in the background (the default) it runs
-#                    on a thread of the shim's while the program goes on, no CUPTI call of the shim's comes
+#   detach           each cuptiFinalize of the stand-in takes 20 ms (100 ms in the second part): in the background
+#                    (the default) it runs on a thread of the shim's, no CUPTI call of the shim's comes
 #                    while it runs (a window attaching right after the program's own first graph launch
 #                    waits for the finalize that launch started), and the process ends after it; inline
 #                    (AUTOGRAPH_CUPTI_DETACH=inline) the program waits for it; identical output in each
@@ -193,16 +193,19 @@ detach)
     plain p --no-unhooked
     shim run FAKE_CUPTI_FINALIZE_US=20000 -- --no-unhooked
     same p run
-    expect_fake run "finalizes == c['finalizes'] >= 1 and away == finalizes and during > 0 and overlaps == 0 and unfinished == 0"
+    # (the program's driver calls during the finalize, `during`, are not checked: where the thread gets the
+    # CPU only after the program's last call, there are none)
+    expect_fake run "finalizes == c['finalizes'] >= 1 and away == finalizes and overlaps == 0 and unfinished == 0"
     expect run "c['finalize_background_ms'] >= 20.0 * c['finalizes'] and $replayed"
     shim inl FAKE_CUPTI_FINALIZE_US=20000 AUTOGRAPH_CUPTI_DETACH=inline -- --no-unhooked
     same p inl
     expect_fake inl "finalizes == c['finalizes'] >= 1 and away == 0 and during == 0 and overlaps == 0"
-    expect inl "c['finalize_background_ms'] == 0 and s['replay']['launches_replayed'] == $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['replay']['launches_replayed'])" "$tmp/run.json")"
+    expect inl "c['finalize_background_ms'] == 0 and $replayed"
     # finalized at the program's first graph launch, in the background; the window that opens soon after
-    # subscribes only once that finalize ended
+    # subscribes only once that finalize ended (100 ms here, so that the window comes during it even on a
+    # loaded machine)
     plain q --no-unhooked --never-repeat --own-graph
-    shim og FAKE_CUPTI_FINALIZE_US=20000 -- --no-unhooked --never-repeat --own-graph
+    shim og FAKE_CUPTI_FINALIZE_US=100000 -- --no-unhooked --never-repeat --own-graph
     same q og
     expect_fake og "finalizes == 2 and away == 2 and overlaps == 0 and unfinished == 0 and c['attaches'] >= 1"
     expect og "c['finalize_joins_waited'] >= 1"
