@@ -84,6 +84,34 @@ p, o, a, h = med("plain"), med("off"), med("all"), med("noprobe")
 s = json.load(open(f"{d}/t_all.json"))
 r = s["replay"]
 hr = json.load(open(f"{d}/t_noprobe.json"))["replay"]
+# within the one process, measured: blocks of 10 steps with the shim and paused in turn (--ab), each
+# run's medians
+ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/t_ab.err").read())]
+paused = statistics.median(y for _, y in ab) if ab else 0.0
+def ab_part():
+    if not ab:
+        return " | in-process A/B: -"
+    return (f" | in-process A/B, blocks of 10 steps: shim {statistics.median(x for x, _ in ab):.0f} us, paused {paused:.0f} us, "
+            f"{statistics.median(y / x for x, y in ab):.3f}x (the median of {len(ab)} runs' ratios)")
+# What any tool that leaves Python running can gain at most here: the step's time inside the driver's
+# launch calls (every 16th launch that went straight through timed: the A/B run's paused blocks, and the
+# whole pass-through run) and in its memset, copy and event calls (each timed), as a share of the paused
+# step. Calls per step from the pass-through run, driver time per call from the paused blocks.
+def ceiling_part():
+    try:
+        off, abs_ = json.load(open(f"{d}/t_off.json")), json.load(open(f"{d}/t_ab.json"))
+    except (OSError, ValueError):
+        off, abs_ = {}, {}
+    if not paused or not abs_.get("passthrough_launches_timed") or "launches" not in off:
+        return " | in the driver's launch calls: -"
+    launches, drv = off["launches"] / 200, abs_["passthrough_launch_ns_mean"]
+    memops, mdrv = off.get("passthrough_memops", 0) / 200, abs_.get("passthrough_memop_ns_mean", 0)
+    us = (launches * drv + memops * mdrv) / 1e3
+    return (f" | in the driver's launch calls: {launches:.0f} launches per step x {drv:.0f} ns (mean of the paused blocks; "
+            f"median {abs_['passthrough_launch_ns_median']:.0f}; pass-through run: mean {off['passthrough_launch_ns_mean']:.0f}, "
+            f"median {off['passthrough_launch_ns_median']:.0f}) = {launches * drv / 1e3:.0f} us, and its memset, copy and event "
+            f"calls: {memops:.1f} per step x {mdrv:.0f} ns = {memops * mdrv / 1e3:.0f} us; together {100 * us / paused:.1f}% of "
+            f"the paused step: at most {paused / (paused - us):.3f}x for a tool that removes all of it")
 print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.2f}%) | replaying {a:.0f} us "
       f"(speed-up {p/a:.3f}x; without probes {h:.0f} us, {p/h:.3f}x) | in loss.item(): plain {med('plain', 'sync_us'):.0f} us, "
       f"replaying {med('all', 'sync_us'):.0f} us, without probes {med('noprobe', 'sync_us'):.0f} us | steady loop speed-up "
@@ -100,27 +128,7 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
       # replayed (sampled in the same process) less the engine's matching and replay host time
       f" | host time saved, in-process estimate: {1e3*r['host_ms_saved_estimate']/200:.0f} us per step "
       f"({p/(p - 1e3*r['host_ms_saved_estimate']/200):.3f}x of the plain median step)"
-      # within the one process, measured: blocks of 10 steps with the shim and paused in turn (--ab)
-      + (lambda ab: f" | in-process A/B, blocks of 10 steps: shim {statistics.median(x for x, _ in ab):.0f} us, "
-         f"paused {statistics.median(y for _, y in ab):.0f} us, {statistics.median(y / x for x, y in ab):.3f}x "
-         f"(the median of {len(ab)} runs' ratios)" if ab else " | in-process A/B: -")(
-          [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)',
-                                                      open(f"{d}/t_ab.err").read())])
-      # what any tool that leaves Python running can gain at most here: the step's time inside the
-      # driver's launch calls (every 16th launch that went straight through timed: the A/B run's paused
-      # blocks, and the whole pass-through run) and its memset, copy and event calls (each timed), as a
-      # share of the paused step
-      + (lambda off, ab, paused: (lambda per_step, drv, mops, mdrv: f" | in the driver's launch calls: {per_step:.0f} launches per step x "
-         f"{drv:.0f} ns (mean of the paused blocks; median {ab['passthrough_launch_ns_median']:.0f}; pass-through run: mean "
-         f"{off['passthrough_launch_ns_mean']:.0f}, median {off['passthrough_launch_ns_median']:.0f}) = {per_step * drv / 1e3:.0f} us, "
-         f"and its memset, copy and event calls: {mops:.1f} per step x {mdrv:.0f} ns = {mops * mdrv / 1e3:.0f} us; together "
-         f"{100 * (per_step * drv + mops * mdrv) / 1e3 / paused:.1f}% of the paused step: at most "
-         f"{paused / (paused - (per_step * drv + mops * mdrv) / 1e3):.3f}x for a tool that removes all of it")(
-             off['launches'] / 200, ab['passthrough_launch_ns_mean'], off.get('passthrough_memops', 0) / 200,
-             ab.get('passthrough_memop_ns_mean', 0))
-         if paused and ab.get('passthrough_launches_timed') else " | in the driver's launch calls: -")(
-          json.load(open(f"{d}/t_off.json")), json.load(open(f"{d}/t_ab.json")),
-          statistics.median([float(y) for y in re.findall(r'ab_step_us: shim [0-9.]+ paused ([0-9.]+)', open(f"{d}/t_ab.err").read())] or [0])))
+      + ab_part() + ceiling_part())
 PY
 )
 fi
