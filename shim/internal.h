@@ -144,11 +144,11 @@ void ag_sampler_add(ag_sampler_t *s, uint64_t ns);
 /* The median of the samples in the ring (0 when none); not for the launch path (sorts a copy). */
 double ag_sampler_median(ag_sampler_t *s);
 /* Kernel launches that went straight to the driver (the engine off: AUTOGRAPH_SCOPE=off, paused,
- * resting): every 16th of a thread is timed, the driver call alone (interpose.c). And every memset,
- * copy and event record or wait the engine could have held back (not a device-to-host copy, whose time
- * is the wait for the GPU): together, the driver time that replay can take away. */
+ * resting): every 16th of a thread is timed, the driver call alone (interpose.c). And, counted apart,
+ * every 16th memset, copy and event record or wait the engine could have held back (not a device-to-host
+ * copy, whose time is the wait for the GPU): together, the driver time that replay can take away. */
 extern ag_sampler_t ag_passthru_launches, ag_passthru_memops;
-extern AG_TLS unsigned ag_passthru_tick;
+extern AG_TLS unsigned ag_passthru_tick, ag_passthru_mtick;
 /* Writes s as a JSON string literal. */
 void ag_put_json_string(FILE *f, const char *s);
 extern atomic_ulong ag_unmatched_proc;

@@ -81,7 +81,8 @@
             if (on_ == AG_ENGINE_RESTING)                                                             \
                 ag_engine_rested();                                                                   \
             unsigned k_ = ag_hook_kinds[AG_ID_##name];                                                \
-            if (AG_KIND_IS_LAUNCH(k_) ? (++ag_passthru_tick & 15) == 0 : k_ != AG_KIND_DD2H) {         \
+            if (AG_KIND_IS_LAUNCH(k_) ? (++ag_passthru_tick & 15) == 0                                \
+                                      : k_ != AG_KIND_DD2H && (++ag_passthru_mtick & 15) == 0) {      \
                 uint64_t t0_ = ag_now_ns();                                                           \
                 r_ = real_ args;                                                                      \
                 ag_sampler_add(AG_KIND_IS_LAUNCH(k_) ? &ag_passthru_launches : &ag_passthru_memops,   \

@@ -122,7 +122,7 @@ static int expand_path(const char *pattern, char *out, size_t outlen)
 }
 
 ag_sampler_t ag_passthru_launches, ag_passthru_memops;
-AG_TLS unsigned ag_passthru_tick;
+AG_TLS unsigned ag_passthru_tick, ag_passthru_mtick;
 
 void ag_sampler_add(ag_sampler_t *s, uint64_t ns)
 {
@@ -211,7 +211,7 @@ static int write_json(const char *path, const uint64_t *tot)
     fprintf(f, "],\n  \"passthrough_launches_timed\": %llu,\n  \"passthrough_launch_ns_median\": %.1f,\n"
                "  \"passthrough_launch_ns_mean\": %.1f,\n", (unsigned long long)pt, ag_sampler_median(&ag_passthru_launches),
             pt ? (double)atomic_load(&ag_passthru_launches.sum) / (double)pt : 0.0);
-    fprintf(f, "  \"passthrough_memops\": %llu,\n  \"passthrough_memop_ns_median\": %.1f,\n"
+    fprintf(f, "  \"passthrough_memops_timed\": %llu,\n  \"passthrough_memop_ns_median\": %.1f,\n"
                "  \"passthrough_memop_ns_mean\": %.1f,\n", (unsigned long long)pm, ag_sampler_median(&ag_passthru_memops),
             pm ? (double)atomic_load(&ag_passthru_memops.sum) / (double)pm : 0.0);
     ag_engine_stats(f, launches_of(tot));

@@ -95,7 +95,7 @@ def ab_part():
             f"{statistics.median(y / x for x, y in ab):.3f}x (the median of {len(ab)} runs' ratios)")
 # What any tool that leaves Python running can gain at most here: the step's time inside the driver's
 # launch calls (every 16th launch that went straight through timed: the A/B run's paused blocks, and the
-# whole pass-through run) and in its memset, copy and event calls (each timed), as a share of the paused
+# whole pass-through run) and in its memset, copy and event calls (every 16th timed, counted apart), as a share of the paused
 # step. Calls per step from the pass-through run, driver time per call from the paused blocks.
 def ceiling_part():
     try:
@@ -105,7 +105,7 @@ def ceiling_part():
     if not paused or not abs_.get("passthrough_launches_timed") or "launches" not in off:
         return " | in the driver's launch calls: -"
     launches, drv = off["launches"] / 200, abs_["passthrough_launch_ns_mean"]
-    memops, mdrv = off.get("passthrough_memops", 0) / 200, abs_.get("passthrough_memop_ns_mean", 0)
+    memops, mdrv = off.get("passthrough_memops_timed", 0) * 16 / 200, abs_.get("passthrough_memop_ns_mean", 0)
     us = (launches * drv + memops * mdrv) / 1e3
     return (f" | in the driver's launch calls: {launches:.0f} launches per step x {drv:.0f} ns (mean of the paused blocks; "
             f"median {abs_['passthrough_launch_ns_median']:.0f}; pass-through run: mean {off['passthrough_launch_ns_mean']:.0f}, "
