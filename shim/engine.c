@@ -124,8 +124,7 @@ static struct {
      * operations, waiting for a graph that ends with a blocking copy */
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
-    atomic_ullong eager_ns, eager_timed; /* measured outside the lock */
-    ag_sampler_t eager_ring;             /* the same samples, for their median */
+    ag_sampler_t eager_launches; /* the driver's time of sampled eager launches (outside the lock) */
     /* the engine's own time for a launch it does not hold back, from its entry to the driver call
      * (sampled as host_ns_per_match is): what a program that never repeats pays per launch */
     atomic_ullong eager_own_ns, eager_own_timed;
@@ -1112,9 +1111,7 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
     }
     if (t0) {
         uint64_t ns = ag_now_ns() - t0;
-        atomic_fetch_add_explicit(&E.eager_ns, ns > E.timer_ns ? ns - E.timer_ns : 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&E.eager_timed, 1, memory_order_relaxed);
-        ag_sampler_add(&E.eager_ring, ns > E.timer_ns ? ns - E.timer_ns : 0);
+        ag_sampler_add(&E.eager_launches, ns > E.timer_ns ? ns - E.timer_ns : 0);
     }
     if (r != CUDA_SUCCESS) {
         pthread_mutex_lock(&E.lock);
@@ -1700,9 +1697,7 @@ static int issuer(void)
     const ag_tcount_t *t = ag_tc;
     for (int i = 0; !tl_issuer && t && i < AG_ID_COUNT; i++) {
         unsigned k = ag_hook_kinds[i];
-        tl_issuer = (k == AG_KIND_DLAUNCH || k == AG_KIND_DSET || k == AG_KIND_DCOPY || k == AG_KIND_DEVENT ||
-                     k == AG_KIND_DD2H) &&
-                    atomic_load_explicit(&t->n[i], memory_order_relaxed) > 0;
+        tl_issuer = AG_KIND_IS_DEFERRABLE(k) && atomic_load_explicit(&t->n[i], memory_order_relaxed) > 0;
     }
     return tl_issuer;
 }
@@ -1887,15 +1882,15 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     ag_graph_stats(&gs);
     double per_match = E.match_timed ? (double)E.match_ns / (double)E.match_timed : 0;
     double per_match_lock = E.match_timed ? (double)E.match_lock_ns / (double)E.match_timed : 0;
-    unsigned long long eager_timed = atomic_load(&E.eager_timed), eager_ns = atomic_load(&E.eager_ns);
-    double per_eager = eager_timed ? (double)eager_ns / (double)eager_timed : 0;
+    unsigned long long eager_timed = atomic_load(&E.eager_launches.n);
+    double per_eager = eager_timed ? (double)atomic_load(&E.eager_launches.sum) / (double)eager_timed : 0;
     unsigned long long own_timed = atomic_load(&E.eager_own_timed);
     double per_own = own_timed ? (double)atomic_load(&E.eager_own_ns) / (double)own_timed : 0;
     /* over every launch: the ones passed while resting cost the engine nothing */
     double per_launch = launches ? per_own * (double)E.eager_kernels / (double)launches : 0;
     /* the median, not the mean: a kernel's first launch (loading its module) can take a millisecond,
      * and the replayed launches are the steady ones */
-    double eager_median = ag_sampler_median(&E.eager_ring);
+    double eager_median = ag_sampler_median(&E.eager_launches);
     double saved_ms = ((double)E.replayed * eager_median - (double)E.replay_host_ns -
                        (double)E.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"

@@ -56,6 +56,8 @@ typedef enum {
     AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
 } ag_kind_t;
 #define AG_KIND_IS_LAUNCH(k) ((k) == AG_KIND_DLAUNCH || (k) == AG_KIND_LAUNCH)
+/* The kinds the engine may defer (consecutive in the enum above). */
+#define AG_KIND_IS_DEFERRABLE(k) ((k) >= AG_KIND_DLAUNCH && (k) <= AG_KIND_DD2H)
 
 #define AG_HOOK(kind, name, params, args) typedef CUresult(CUDAAPI *ag_fn_##name##_t) params;
 #include "hooks.def"

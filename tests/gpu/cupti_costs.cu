@@ -101,18 +101,31 @@ static void subscribe(const char *what) {
   step(what);
 }
 
+/* What a window watches: callbacks on the driver domain (cbs) and kernel activity (act), switched on, and
+ * off with the activity records flushed, as the observer does. */
+static void watch(int cbs, int act) {
+  if (cbs) CU(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+  if (act) {
+    CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
+    CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  }
+}
+static void unwatch(int cbs, int act) {
+  if (cbs) CU(cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+  if (act) {
+    CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    CU(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  }
+}
+
 /* the learn window: callbacks on the driver domain and kernel activity, as the observer enables them */
 static void window(int finalize) {
   mark();
-  CU(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
-  CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
-  CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  watch(1, 1);
   step("enable callbacks and kernel activity");
   state("attached (callbacks, activity)");
   mark();
-  CU(cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API));
-  CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  CU(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  unwatch(1, 1);
   step("disable and flush");
   CU(cuptiUnsubscribe(sub));
   step("unsubscribe");
@@ -195,19 +208,11 @@ static void first_window(const char *w, int background) {
     size_t v = 256 << 10, sz = sizeof v;
     CU(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v));
   }
-  if (cbs) CU(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
-  if (act) {
-    CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
-    CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  }
+  watch(cbs, act);
   step(w);
   first_launches(w);
   mark();
-  if (cbs) CU(cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API));
-  if (act) {
-    CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CU(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  }
+  unwatch(cbs, act);
   step("disable and flush");
   CU(cuptiUnsubscribe(sub));
   step("unsubscribe");
@@ -228,10 +233,9 @@ int main(int argc, char **argv) {
   if (early) {
     subscribe("subscribe before any CUDA call");
     if (first && argc > 3 && strcmp(argv[3], "early_act") == 0) {
-      CU(cuptiActivityRegisterCallbacks(buf_req, buf_done));
-      CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-      CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-      step("kernel activity enabled and disabled before any CUDA call");
+      watch(0, 1);
+      unwatch(0, 1);
+      step("kernel activity enabled and disabled (and flushed) before any CUDA call");
     }
     CU(cuptiUnsubscribe(sub));
     step("unsubscribe");
