@@ -4,6 +4,7 @@
  * pinned staging buffers that host copies in graphs read from or write to. Locking: under the engine lock
  * (engine.c); nothing here waits for the GPU. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -414,6 +415,32 @@ static int same_shape(const ag_op_t *a, const ag_op_t *b)
     }
 }
 
+/* AUTOGRAPH_LOG=trace: one line per patched kernel node (the graph, the node, the kernel, the bytes that
+ * changed and a hash of the new ones), to see which arguments change from replay to replay and how
+ * (ever new, or taking turns among a few values). */
+static void trace_patch(const ag_graph_t *g, uint32_t i, const ag_op_t *o, const unsigned char *a,
+                        const unsigned char *b, uint32_t total)
+{
+    uint32_t first = 0, last = total - 1, nb = 0;
+    while (a[first] == b[first])
+        first++;
+    while (a[last] == b[last])
+        last--;
+    for (uint32_t k = first; k <= last; k++)
+        nb += a[k] != b[k];
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (uint32_t k = 0; k < total; k++)
+        h = (h ^ a[k]) * 1099511628211ULL;
+    char was[40], now[40]; /* the changed span's first 16 bytes, old and new, in hex */
+    for (uint32_t k = 0; k < 16 && first + k <= last; k++) {
+        snprintf(was + 2 * k, 3, "%02x", b[first + k]);
+        snprintf(now + 2 * k, 3, "%02x", a[first + k]);
+    }
+    ag_log(AG_LOG_TRACE,
+           "patch graph %p node %u kernel %p: %u of %u bytes changed in [%u, %u], new bytes %016llx (%s -> %s)",
+           (const void *)g, i, (void *)o->f, nb, total, first, last, (unsigned long long)h, was, now);
+}
+
 int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
 {
     if (c->n != g->n)
@@ -431,6 +458,8 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
             unsigned char *a = c->arena + now->arg_off, *b = g->args + was->arg_off;
             if (!total || memcmp(a, b, total) == 0)
                 continue;
+            if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
+                trace_patch(g, i, now, a, b, total);
             CUDA_KERNEL_NODE_PARAMS kp = g->kp[i];
             kp.kernelParams = ag_param_ptrs(now->layout, a);
             kp.extra = NULL;

@@ -3,6 +3,7 @@
  * exactly as the application made it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pattern.h"
@@ -119,8 +120,15 @@ static ag_layout_t *layout_new(CUfunction f)
             l->p[i].off = offs[i];
             l->p[i].size = sizes[i];
         }
-        ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes%s", name ? name : "?", (void *)f,
-               l->nparams, l->total, l->no_defer ? ", never deferred" : "");
+        if (AG_LOG_ON(AG_LOG_TRACE)) {
+            char list[256]; /* the parameters' offsets and sizes, as many as fit */
+            size_t used = 0;
+            list[0] = 0;
+            for (uint32_t i = 0; i < n && used + 24 < sizeof list; i++)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%u:%u", i ? " " : "", offs[i], sizes[i]);
+            ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes (offset:size %s)%s", name ? name : "?",
+                   (void *)f, l->nparams, l->total, list, l->no_defer ? ", never deferred" : "");
+        }
     }
     free(offs);
     free(sizes);

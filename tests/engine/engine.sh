@@ -3,7 +3,8 @@
 # show at least MIN_REPLAYED percent of the launches replayed from graphs (0 = only check output) and,
 # when EXPECT_FALLBACK names a reason, at least one fallback for it; MAX_REPLAYED caps the share (percent),
 # MAX_DEFERRED the operations held back (launches_deferred counts every kind); EXPECT, a Python expression
-# over the statistics (s, r = s["replay"]), must hold.
+# over the statistics (s, r = s["replay"]), must hold. PATCH_TRACE=1: run under AUTOGRAPH_LOG=trace, and
+# tests/gpu/patch_trace.py must find one "patch graph" line per kernel node patched.
 # Usage: engine.sh BUILD_DIR CASE ITERS MIN_REPLAYED [extra env assignments...]
 # The extra assignments apply to both runs (fakecuda's FAKECUDA_* host costs the same with and without
 # the shim) and to the shim's settings.
@@ -15,9 +16,24 @@ trap 'rm -rf "$tmp"' EXIT
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 prog=$build/bin/engine_prog
 env "$@" "$prog" "$case" "$iters" >"$tmp/plain.out"
-env "$@" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.json" \
+trace=()
+[ "${PATCH_TRACE:-0}" = 1 ] && trace=(AUTOGRAPH_LOG=trace)
+env "$@" "${trace[@]}" LD_PRELOAD="$build/lib/libautograph.so" AUTOGRAPH_STATS="$tmp/stats.json" \
     "$prog" "$case" "$iters" >"$tmp/shim.out" 2>"$tmp/shim.err" || { cat "$tmp/shim.err"; exit 1; }
-cat "$tmp/shim.err"
+if [ "${PATCH_TRACE:-0}" = 1 ]; then
+    python3 "$(dirname "$0")/../gpu/patch_trace.py" "$tmp/shim.err" >"$tmp/trace.txt"
+    tail -1 "$tmp/trace.txt"
+    python3 - "$tmp/stats.json" "$tmp/trace.txt" <<'PY'
+import json, re, sys
+want = json.load(open(sys.argv[1]))["replay"]["nodes_patched_by_kind"]["kernel"]
+m = re.search(r"^patches by kind: (.*)$", open(sys.argv[2]).read(), re.M)
+got = sum(int(n) for n in re.findall(r" (\d+) \(\d+%", m.group(1))) if m else 0
+if not want or got != want:
+    sys.exit(f"patch trace: {got} kernel patches traced, the statistics count {want}")
+PY
+else
+    cat "$tmp/shim.err"
+fi
 diff -u "$tmp/plain.out" "$tmp/shim.out"
 python3 - "$tmp/stats.json" "$min" "${EXPECT_FALLBACK:-}" "${MAX_REPLAYED:-100}" "${MAX_DEFERRED:--1}" "${EXPECT:-}" <<'PY'
 import json, sys

@@ -5,6 +5,9 @@
 #   TORCH_SETTINGS space-separated settings, each a comma-separated list of VAR=value for the shim runs
 #                  ("-" for the defaults; default: "- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off")
 #   REPS           interleaved repetitions (default 5); STEPS steps per run (default 200)
+#   RT_LAYER=1     instead: the CUDA runtime's own layer of the step's launches (tests/gpu/rt_layer.c),
+#                  cudaLaunchKernel timed whole beside the shim passing through, which times the driver's
+#                  call alone; REPS runs, each run's numbers
 # Prints per mode the medians of: the steady loop (ms), a step (us) and the part of it spent waiting in
 # loss.item() (us), and for the shim the engine's host time per step from AUTOGRAPH_STATS.
 set -uo pipefail
@@ -22,6 +25,35 @@ SETTINGS=${TORCH_SETTINGS:-- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off}
 STEPS=${STEPS:-200}
 T=$(mktemp -d)
 py=tests/python/torch_mlp.py
+if [ "${RT_LAYER:-0}" = 1 ]; then
+    gcc -O2 -shared -fPIC -o "$T/rt_layer.so" tests/gpu/rt_layer.c -ldl || exit 1
+    for rep in $(seq "${REPS:-5}"); do
+        for mode in off on; do
+            : >"$T/rt.txt"
+            scope=(AUTOGRAPH_SCOPE=off)
+            [ $mode = on ] && scope=()
+            env "${scope[@]}" RT_LAYER_OUT="$T/rt.txt" AUTOGRAPH_STATS="$T/rt.json" LD_PRELOAD="$T/rt_layer.so $lib" \
+                python3 $py --steps "$STEPS" >/dev/null 2>"$T/rt.err"
+            python3 - "$T" "$STEPS" $mode <<'PY'
+import json, re, statistics, sys
+d, steps, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+j = json.load(open(f"{d}/rt.json"))
+step = statistics.median(float(x) for x in re.findall(r"step_us: ([0-9.]+)", open(f"{d}/rt.err").read()))
+rt = re.findall(r"rt_layer: (\S+) calls (\d+) median_ns (\d+) mean_ns (\d+)", open(f"{d}/rt.txt").read())
+if mode == "off":  # the driver's call alone, timed by the shim passing through
+    head = (f"passing through: step {step:.0f} us; driver launches {j['launches'] / steps:.1f}/step, the driver's call "
+            f"median {j.get('passthrough_launch_ns_median', 0):.0f} mean {j.get('passthrough_launch_ns_mean', 0):.0f} ns")
+else:  # the shim replaying: the matched launch's own time
+    r = j.get("replay", {})
+    head = (f"replaying: step {step:.0f} us; {100.0 * r.get('launches_replayed', 0) / max(1, j['launches']):.1f}% replayed, "
+            f"{r.get('host_ns_per_match', 0):.0f} ns per matched launch")
+parts = [f"{name} {int(n) / steps:.1f}/step, whole call median {med} mean {mean} ns" for name, n, med, mean in rt]
+print(head + " | " + (" | ".join(parts) or "no runtime launch seen"))
+PY
+        done
+    done
+    exit 0
+fi
 for rep in $(seq "${REPS:-5}"); do
     python3 $py --steps "$STEPS" >"$T/plain.out" 2>>"$T/plain.err"
     python3 $py --steps "$STEPS" --graph >/dev/null 2>>"$T/graph.err"
