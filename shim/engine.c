@@ -721,13 +721,19 @@ static void profit_close(uint64_t now)
     if (!p)
         return; /* its entry went to another segment meanwhile */
     int verdict = ag_profit_end(p, E.pp_how, E.pp_forced, now - E.pp_t0);
-    if (verdict > 0) {
-        E.pf_left_eager++;
-        AG_LOG_CAPPED(AG_LOG_DEBUG, "a segment ran faster on plain launches than replayed: plain for %u sightings",
-                      p->hold);
-    } else if (verdict < 0) {
-        E.pf_kept++;
+    if (verdict && AG_LOG_ON(AG_LOG_DEBUG)) {
+        /* p is the profit field of the segment's entry (ag_learner_profit) */
+        const ag_seglen_t *s = (const ag_seglen_t *)(const void *)((const char *)p - offsetof(ag_seglen_t, profit));
+        uint64_t e, r;
+        ag_profit_medians(p, &e, &r);
+        ag_log(AG_LOG_DEBUG, "the segment of %u operations (ending at a %s barrier) ran %.1f us plain and %.1f us "
+               "replayed (medians): %s", s->length, s->real_end ? "real" : "virtual", (double)e / 1e3,
+               (double)r / 1e3, verdict > 0 ? "plain from now on, for a hold" : "its graphs kept");
     }
+    if (verdict > 0)
+        E.pf_left_eager++;
+    else if (verdict < 0)
+        E.pf_kept++;
 }
 
 /* At a barrier, after the segment's last chunk went: how it ran, timed at the next operation. */

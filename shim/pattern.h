@@ -51,9 +51,14 @@ typedef struct {
  * AG_PROFIT_CLEAR_PCT / k percent (25% for 2, 12.5% for 4, ...), the replay pays, and the next series comes
  * after a long quiet stretch (twice as long each time); otherwise AG_PROFIT_SAMPLES probes are compared
  * by medians with the replays around them. Where eager was ahead by more than
- * 1/AG_PROFIT_MARGIN, the segment runs eager for a hold of sightings (twice as long each time it loses
- * again), then replays AG_PROFIT_SAMPLES times and is judged again against the hold's own eager times.
- * Noise only ever adds time, so slow probes can only keep the graphs (what the engine did before). */
+ * 1/AG_PROFIT_MARGIN, and by more than the two kinds of runs lie from their medians (each the median
+ * distance of its samples to it), the segment runs eager for a hold of sightings (twice as long each
+ * time it loses again), then replays AG_PROFIT_SAMPLES times and is judged again against the hold's own
+ * eager times. Noise that only now and then adds time moves neither the medians nor those distances;
+ * a segment whose time is mostly a wait that varies from sighting to sighting (for another process, as
+ * a data-parallel rank waits for the others at its sync) keeps its graphs: there medians a few percent
+ * apart said nothing, and verdicts drawn from them left segments eager where their graphs paid. Slow
+ * probes can only keep the graphs (what the engine did before). */
 #define AG_PROFIT_SAMPLES 8
 #define AG_PROFIT_FIRST 32    /* replays before the first probe (a short run is not probed) */
 #define AG_PROFIT_SPACING 3   /* replays between two probes of a series */
@@ -91,6 +96,8 @@ int ag_profit_start(ag_profit_t *p);
  * could not be timed is AG_RUN_OTHER with forced set) and its time. Returns 1 when the segment is left
  * eager now, -1 when a judgement kept (or brought back) its graphs, 0 otherwise. */
 int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns);
+/* The medians its judgements compare: its forced eager runs' and its replays' (ns, 0 with no samples). */
+void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *replay_ns);
 
 typedef struct {
     uint64_t seed;     /* chain state at the segment's start */

@@ -30,13 +30,24 @@ static uint64_t median(const uint32_t *ring, uint8_t n)
     return n ? v[(n - 1) / 2] : 0;
 }
 
-/* Eager runs against replays, by medians: the replay loses where eager was ahead by the margin. */
+/* How far n samples typically lie from their median m: the median of their distances to it. */
+static uint64_t spread(const uint32_t *ring, uint8_t n, uint64_t m)
+{
+    uint32_t d[AG_PROFIT_SAMPLES];
+    for (int i = 0; i < n; i++)
+        d[i] = clamp32(ring[i] > m ? ring[i] - m : m - ring[i]);
+    return median(d, n);
+}
+
+/* Eager runs against replays, by medians: the replay loses where eager was ahead by the margin, and by
+ * more than the two kinds of runs typically lie from their medians. */
 static int judge(ag_profit_t *p)
 {
     uint64_t e = median(p->eag, p->neag), r = median(p->rep, p->nrep);
     p->series = 0;
     p->reps = 0;
-    if (p->neag >= AG_PROFIT_SAMPLES / 2 && e * (AG_PROFIT_MARGIN + 1) < r * AG_PROFIT_MARGIN) {
+    if (p->neag >= AG_PROFIT_SAMPLES / 2 && e * (AG_PROFIT_MARGIN + 1) < r * AG_PROFIT_MARGIN &&
+        r - e > spread(p->eag, p->neag, e) + spread(p->rep, p->nrep, r)) {
         p->hold = p->hold ? (p->hold * 2 > AG_PROFIT_HOLD_MAX ? AG_PROFIT_HOLD_MAX : p->hold * 2) : AG_PROFIT_HOLD;
         p->hold_left = p->hold;
         p->eager = 1;
@@ -123,4 +134,10 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
         return 0;
     }
     return judge(p);
+}
+
+void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *replay_ns)
+{
+    *eager_ns = median(p->eag, p->neag);
+    *replay_ns = median(p->rep, p->nrep);
 }
