@@ -7,16 +7,8 @@
 # probes (the last run's statistics); losses must be identical to plain in every run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build-gpu}
-[ -f "$BUILD/lib/libautograph.so" ] || {
-    gen=()
-    command -v ninja >/dev/null && gen=(-G Ninja)
-    { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-      cmake --build "$BUILD" -j16 --target autograph; } >/tmp/ddp-diag-build.log 2>&1 ||
-      { tail -30 /tmp/ddp-diag-build.log; exit 1; }
-}
+. tests/gpu/shim_built.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-lib=$PWD/$BUILD/lib/libautograph.so
 STEPS=${STEPS:-200}
 T=$(mktemp -d)
 py=tests/python/torch_ddp.py

@@ -12,15 +12,7 @@
 # loss.item() (us), and for the shim the engine's host time per step from AUTOGRAPH_STATS.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build-gpu}
-[ -f "$BUILD/lib/libautograph.so" ] || {
-    gen=()
-    command -v ninja >/dev/null && gen=(-G Ninja)
-    { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-      cmake --build "$BUILD" -j16 --target autograph; } >/tmp/torch-diag-build.log 2>&1 ||
-      { tail -30 /tmp/torch-diag-build.log; exit 1; }
-}
-lib=$PWD/$BUILD/lib/libautograph.so
+. tests/gpu/shim_built.sh
 SETTINGS=${TORCH_SETTINGS:-- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off}
 STEPS=${STEPS:-200}
 T=$(mktemp -d)
