@@ -274,7 +274,7 @@ static ag_optime_t *op_times(int i, ag_plan_params_t *p)
  * E1 E2 ... N". */
 static void log_plan(uint64_t seed)
 {
-    if (ag_opt(AG_OPT_LOG)->num < AG_LOG_DEBUG)
+    if (!AG_LOG_ON(AG_LOG_DEBUG))
         return;
     const ag_seglen_t *sl = ag_learner_seglen(&E.learner, seed);
     if (!sl || !sl->nends)
@@ -298,7 +298,7 @@ static void resolve_timings(void)
             continue;
         ag_plan_params_t p;
         ag_optime_t *t = op_times(i, &p);
-        if (t && ag_opt(AG_OPT_LOG)->num >= AG_LOG_DEBUG) {
+        if (t && AG_LOG_ON(AG_LOG_DEBUG)) {
             uint64_t n = E.treq[i].op1 - E.treq[i].op0, host = 0, gpu = 0, big = 0, at = 0;
             for (uint64_t k = 0; k < n; k++) {
                 host += t[k].host_ns, gpu += t[k].gpu_ns;
@@ -722,8 +722,7 @@ static void profit_close(uint64_t now)
         return; /* its entry went to another segment meanwhile */
     int verdict = ag_profit_end(p, E.pp_how, E.pp_forced, now - E.pp_t0);
     if (verdict && AG_LOG_ON(AG_LOG_DEBUG)) {
-        /* p is the profit field of the segment's entry (ag_learner_profit) */
-        const ag_seglen_t *s = (const ag_seglen_t *)(const void *)((const char *)p - offsetof(ag_seglen_t, profit));
+        const ag_seglen_t *s = ag_learner_seglen(&E.learner, E.pp_seed); /* the entry p belongs to */
         uint64_t e, r;
         ag_profit_medians(p, &e, &r);
         ag_log(AG_LOG_DEBUG, "the segment of %u operations (ending at a %s barrier) ran %.1f us plain and %.1f us "

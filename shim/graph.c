@@ -269,7 +269,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     /* Each application stream gets a capture stream; the others fork from the first at the start and
      * join it at the end. Event records become private events inside the capture, so a wait on a
      * record of this chunk is an edge of the graph. */
-    int timed = ag_opt(AG_OPT_LOG)->num >= AG_LOG_DEBUG; /* the build's phases, at debug level */
+    int timed = AG_LOG_ON(AG_LOG_DEBUG); /* the build's phases, at debug level */
     uint64_t t_cap = timed ? ag_now_ns() : 0, t_mem = 0, t_inst = 0, t_params = 0;
     ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
     CUresult r = REAL(cuStreamBeginCapture_v2)(G.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);

@@ -58,12 +58,12 @@
 #define AG_OBS_cuEventElapsedTime hStart, hEnd
 #define AG_OBS_cuEventElapsedTime_v2 hStart, hEnd
 
-/* An operation the engine may defer: it goes to the engine entry named by AG_ENGINE_<name>, which
- * takes the hook id and then the call's own arguments. While the engine rests it goes straight to the
- * driver, unless `barrier_when_resting` (a device-to-host copy, which can be blocking: the engine counts
- * it as the end of a segment). */
+/* An operation the engine may defer (`kind`, a constant: AG_KIND_DLAUNCH ... AG_KIND_DD2H): it goes to
+ * the engine entry named by AG_ENGINE_<name>, which takes the hook id and then the call's own
+ * arguments. While the engine rests it goes straight to the driver, unless it is a device-to-host copy
+ * (which can be blocking: the engine counts it as the end of a segment). */
 #define AG_UNPAREN(...) __VA_ARGS__
-#define AG_DEFERRABLE_(name, params, args, barrier_when_resting)                                      \
+#define AG_DEFERRABLE_(name, params, args, kind)                                                      \
     AG_EXPORT AG_HOT CUresult CUDAAPI name params                                                     \
     {                                                                                                 \
         ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
@@ -75,17 +75,16 @@
         ag_hook_depth++;                                                                              \
         int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
         CUresult r_;                                                                                  \
-        if (on_ == AG_ENGINE_ACTIVE || ((barrier_when_resting) && on_ == AG_ENGINE_RESTING)) {        \
+        if (on_ == AG_ENGINE_ACTIVE || ((kind) == AG_KIND_DD2H && on_ == AG_ENGINE_RESTING)) {        \
             r_ = AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args);                                     \
         } else {                                                                                      \
             if (on_ == AG_ENGINE_RESTING)                                                             \
                 ag_engine_rested();                                                                   \
-            unsigned k_ = ag_hook_kinds[AG_ID_##name];                                                \
-            if (AG_KIND_IS_LAUNCH(k_) ? (++ag_passthru_tick & 15) == 0                                \
-                                      : k_ != AG_KIND_DD2H && (++ag_passthru_mtick & 15) == 0) {      \
+            if (AG_KIND_IS_LAUNCH(kind) ? (++ag_passthru_tick & 15) == 0                              \
+                                        : (kind) != AG_KIND_DD2H && (++ag_passthru_mtick & 15) == 0) {\
                 uint64_t t0_ = ag_now_ns();                                                           \
                 r_ = real_ args;                                                                      \
-                ag_sampler_add(AG_KIND_IS_LAUNCH(k_) ? &ag_passthru_launches : &ag_passthru_memops,   \
+                ag_sampler_add(AG_KIND_IS_LAUNCH(kind) ? &ag_passthru_launches : &ag_passthru_memops, \
                                ag_now_ns() - t0_);                                                    \
             } else {                                                                                  \
                 r_ = real_ args;                                                                      \
@@ -94,8 +93,6 @@
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }
-#define AG_DEFERRABLE(name, params, args) AG_DEFERRABLE_(name, params, args, 0)
-#define AG_DEFERRABLE_D2H(name, params, args) AG_DEFERRABLE_(name, params, args, 1)
 #define AG_ENGINE_cuLaunchKernel ag_engine_launch
 #define AG_ENGINE_cuLaunchKernel_ptsz ag_engine_launch
 #define AG_ENGINE_cuLaunchKernelEx ag_engine_launch_ex
@@ -124,11 +121,11 @@
 /* Kinds whose hooks do more than this are written by hand below. */
 #define AG_GEN_INIT(name, params, args)
 #define AG_GEN_PROC(name, params, args)
-#define AG_GEN_DLAUNCH AG_DEFERRABLE
-#define AG_GEN_DSET AG_DEFERRABLE
-#define AG_GEN_DCOPY AG_DEFERRABLE
-#define AG_GEN_DEVENT AG_DEFERRABLE
-#define AG_GEN_DD2H AG_DEFERRABLE_D2H
+#define AG_GEN_DLAUNCH(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DLAUNCH)
+#define AG_GEN_DSET(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DSET)
+#define AG_GEN_DCOPY(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DCOPY)
+#define AG_GEN_DEVENT(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DEVENT)
+#define AG_GEN_DD2H(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DD2H)
 #define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
 #define AG_GEN_LAUNCH AG_BARRIER
