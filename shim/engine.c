@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "graph.h"
 #include "pattern.h"
+#include "ptrset.h"
 #include "record.h"
 
 enum {
@@ -107,6 +108,19 @@ static struct {
     /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
      * caller copies out of it after the sync), or NULL */
     const void *copyout;
+
+    /* Stream-ordered allocations the program holds (noted while the engine is on), and the frees of such
+     * allocations held back with the pending work: each is issued right after the operations before it
+     * (pos: how many were pending when it came), in order. */
+    ag_ptrset_t async_ptrs;
+    struct held_free {
+        CUdeviceptr p;
+        CUstream stream; /* as the program gave it */
+        ag_id_t id;
+        uint32_t pos;
+    } *frees;
+    uint32_t nfrees, cap_frees;
+    uint64_t frees_held, frees_oom_released;
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
     uint64_t replayed, graph_launches, copies_out;
@@ -455,9 +469,22 @@ static ag_chunk_t chunk(void)
     return c;
 }
 
+/* Issues the held frees that came before pending operation `upto` (all of them: E.npending), from
+ * *next on. A failure is logged: the allocation was the program's and live when its free came. */
+static void issue_frees(uint32_t *next, uint32_t upto)
+{
+    for (; *next < E.nfrees && E.frees[*next].pos <= upto; (*next)++) {
+        const struct held_free *h = &E.frees[*next];
+        CUresult r = ((ag_fn_cuMemFreeAsync_t)ag_real[h->id])(h->p, h->stream);
+        if (r != CUDA_SUCCESS)
+            AG_LOG_CAPPED(AG_LOG_WARN, "issuing a held-back stream-ordered free failed (CUDA error %d)", (int)r);
+    }
+}
+
 /* The pending list was issued: empty it, and count one more drain (enter's lock-free test). */
 static void drained(void)
 {
+    E.nfrees = 0;
     E.npending = 0;
     E.arena_used = 0;
     __atomic_store_n(&E.drains, E.drains + 1, __ATOMIC_RELEASE);
@@ -474,7 +501,9 @@ static void flush_eager(int reason)
         E.fallbacks[reason]++;
     E.pf_other = 1;
     uint64_t t0 = ag_now_ns();
+    uint32_t f = 0;
     for (uint32_t i = 0; i < E.npending; i++) {
+        issue_frees(&f, i);
         if (E.pending[i].kind == OP_D2H)
             continue; /* blocking, and always the last: its caller issues it after leaving the lock */
         CUresult r = ag_issue(&E.pending[i], E.pending[i].stream, E.arena);
@@ -482,6 +511,7 @@ static void flush_eager(int reason)
             AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
         ag_stage_issued_op(&E.pending[i]); /* before the application's next operations on the stream */
     }
+    issue_frees(&f, E.npending);
     ag_stage_done();
     drained();
     E.reissue_ns += ag_now_ns() - t0;
@@ -605,6 +635,8 @@ static void complete(ag_variant_t *v)
     CUresult rr = ag_graph_record_events(&c);
     if (rr != CUDA_SUCCESS)
         AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
+    uint32_t f = 0;
+    issue_frees(&f, E.npending); /* on the graph's streams, which follow it (ag_graph_launch) */
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;
@@ -1673,6 +1705,67 @@ CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, C
     return d2h_common(&c, 1);
 }
 
+CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
+{
+    ag_fn_cuMemFreeAsync_t real = (ag_fn_cuMemFreeAsync_t)ag_real[id];
+    if (!enter()) {
+        /* another context, the program's own capture, or the engine off: a barrier, as before it tracked
+         * anything (and the allocation is forgotten) */
+        pthread_mutex_lock(&E.lock);
+        ag_ptrset_remove(&E.async_ptrs, (uint64_t)p);
+        pthread_mutex_unlock(&E.lock);
+        ag_engine_barrier(id);
+        return real(p, s);
+    }
+    /* A barrier or not is decided by the program's order alone (the allocation, the stream of the operation
+     * before), so that learning and replay cut the same segments. Only a live allocation of ours is held
+     * back: a free CUDA would refuse (a double free, a foreign pointer) must fail at the call. */
+    int known = ag_ptrset_remove(&E.async_ptrs, (uint64_t)p);
+    CUstream ns = norm_stream(s);
+    int plain = known && !per_thread(id, s) && (!E.cur_stream || ns == E.cur_stream);
+    if (plain && E.npending && atomic_load_explicit(&ag_engine_on, memory_order_relaxed) == AG_ENGINE_ACTIVE) {
+        if (E.nfrees == E.cap_frees) {
+            uint32_t cap = E.cap_frees ? 2 * E.cap_frees : 64;
+            struct held_free *f = realloc(E.frees, sizeof *f * cap);
+            if (f)
+                E.frees = f, E.cap_frees = cap;
+        }
+        if (E.nfrees < E.cap_frees) {
+            E.frees[E.nfrees++] = (struct held_free){p, s, id, E.npending};
+            E.frees_held++;
+            tl_holds = E.drains + 1;
+            leave();
+            return CUDA_SUCCESS;
+        }
+    }
+    if (!plain)
+        barrier(0xba77ULL + (uint64_t)id, FB_BARRIER); /* as ag_engine_barrier's */
+    else if (E.npending)
+        fallback(FB_UNDEFERRABLE); /* no room to hold it: what it follows goes first */
+    leave();
+    return real(p, s);
+}
+
+void ag_engine_alloced(CUdeviceptr p)
+{
+    pthread_mutex_lock(&E.lock);
+    if (!E.disabled && ag_ptrset_add(&E.async_ptrs, (uint64_t)p) != 0)
+        AG_LOG_CAPPED(AG_LOG_WARN, "out of memory noting a stream-ordered allocation; its free will be a barrier");
+    pthread_mutex_unlock(&E.lock);
+}
+
+int ag_engine_frees_release(void)
+{
+    pthread_mutex_lock(&E.lock);
+    int held = E.ready && !E.disabled && E.nfrees > 0;
+    if (held) {
+        E.frees_oom_released++;
+        barrier_in_ctx(0x00beefULL, FB_BARRIER);
+    }
+    pthread_mutex_unlock(&E.lock);
+    return held;
+}
+
 void ag_engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
@@ -1849,6 +1942,8 @@ AG_EXPORT int autograph_pause(int pause)
             barrier_in_ctx(0x9a05eULL, FB_BARRIER);
         if (E.cupti_learning)
             cupti_learning(0);
+        /* frees while paused go straight to the driver, unseen: the allocations noted so far are forgotten */
+        ag_ptrset_free(&E.async_ptrs);
         paused_from = atomic_exchange(&ag_engine_on, 0);
     } else if (!pause && was) {
         E.pf_other = 1; /* the sighting under way spans the pause: not one to judge the graphs by */
@@ -1913,6 +2008,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"segments_gpu_paced\": %llu,\n    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
+               "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
+               "    \"async_allocations_tracked\": %zu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -1926,6 +2023,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.graphs_at_second,
             (unsigned long long)E.observer_passed, (unsigned long long)E.observer_flushes,
             (unsigned long long)E.old_event_passed,
+            (unsigned long long)E.frees_held, (unsigned long long)E.frees_oom_released, E.async_ptrs.n,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

@@ -51,13 +51,14 @@ typedef enum {
 } ag_id_t;
 
 typedef enum {
-    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_QUERY, AG_KIND_ALLOC, AG_KIND_DLAUNCH, AG_KIND_DSET, AG_KIND_DCOPY, AG_KIND_DEVENT, AG_KIND_DD2H,
+    AG_KIND_INIT, AG_KIND_PROC, AG_KIND_QUERY, AG_KIND_ALLOC, AG_KIND_SALLOC, AG_KIND_DLAUNCH, AG_KIND_DSET, AG_KIND_DCOPY,
+    AG_KIND_DEVENT, AG_KIND_DD2H, AG_KIND_DFREE,
     AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT, AG_KIND_STREAM, AG_KIND_HOSTFN,
     AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
 } ag_kind_t;
 #define AG_KIND_IS_LAUNCH(k) ((k) == AG_KIND_DLAUNCH || (k) == AG_KIND_LAUNCH)
 /* The kinds the engine may defer (consecutive in the enum above). */
-#define AG_KIND_IS_DEFERRABLE(k) ((k) >= AG_KIND_DLAUNCH && (k) <= AG_KIND_DD2H)
+#define AG_KIND_IS_DEFERRABLE(k) ((k) >= AG_KIND_DLAUNCH && (k) <= AG_KIND_DFREE)
 
 #define AG_HOOK(kind, name, params, args) typedef CUresult(CUDAAPI *ag_fn_##name##_t) params;
 #include "hooks.def"
@@ -191,6 +192,15 @@ CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigne
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s);
 CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n);
 CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, CUstream s);
+/* A stream-ordered free (cuMemFreeAsync): of an allocation noted by ag_engine_alloced, on the stream of
+ * the held work, it is held back with that work and issued right after it (a later free in the stream's
+ * order, invisible but to the pool's reuse); any other one is a barrier. */
+CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s);
+/* A stream-ordered allocation succeeded: its free may be held back. */
+void ag_engine_alloced(CUdeviceptr p);
+/* A stream-ordered allocation ran out of memory: 1 if frees were held back (they are issued now, with
+ * the work before them, and the allocation is worth retrying), else 0. */
+int ag_engine_frees_release(void);
 /* Before a call through which deferred work could be observed: issues it (graph or eager). */
 void ag_engine_barrier(ag_id_t id);
 /* Before a sync or query of events a and b (both NULL: of a stream or the context): on a thread that

@@ -58,10 +58,11 @@
 #define AG_OBS_cuEventElapsedTime hStart, hEnd
 #define AG_OBS_cuEventElapsedTime_v2 hStart, hEnd
 
-/* An operation the engine may defer (`kind`, a constant: AG_KIND_DLAUNCH ... AG_KIND_DD2H): it goes to
+/* An operation the engine may defer (`kind`, a constant: AG_KIND_DLAUNCH ... AG_KIND_DFREE): it goes to
  * the engine entry named by AG_ENGINE_<name>, which takes the hook id and then the call's own
  * arguments. While the engine rests it goes straight to the driver, unless it is a device-to-host copy
- * (which can be blocking: the engine counts it as the end of a segment). */
+ * (which can be blocking: the engine counts it as the end of a segment) or a free (whose allocation the
+ * engine stops tracking). */
 #define AG_UNPAREN(...) __VA_ARGS__
 #define AG_DEFERRABLE_(name, params, args, kind)                                                      \
     AG_EXPORT AG_HOT CUresult CUDAAPI name params                                                     \
@@ -75,13 +76,15 @@
         ag_hook_depth++;                                                                              \
         int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
         CUresult r_;                                                                                  \
-        if (on_ == AG_ENGINE_ACTIVE || ((kind) == AG_KIND_DD2H && on_ == AG_ENGINE_RESTING)) {        \
+        if (on_ == AG_ENGINE_ACTIVE ||                                                                \
+            (((kind) == AG_KIND_DD2H || (kind) == AG_KIND_DFREE) && on_ == AG_ENGINE_RESTING)) {      \
             r_ = AG_ENGINE_##name(AG_ID_##name, AG_UNPAREN args);                                     \
         } else {                                                                                      \
             if (on_ == AG_ENGINE_RESTING)                                                             \
                 ag_engine_rested();                                                                   \
             if (AG_KIND_IS_LAUNCH(kind) ? (++ag_passthru_tick & 15) == 0                              \
-                                        : (kind) != AG_KIND_DD2H && (++ag_passthru_mtick & 15) == 0) {\
+                                        : (kind) != AG_KIND_DD2H && (kind) != AG_KIND_DFREE &&        \
+                                              (++ag_passthru_mtick & 15) == 0) {                      \
                 uint64_t t0_ = ag_now_ns();                                                           \
                 r_ = real_ args;                                                                      \
                 ag_sampler_add(AG_KIND_IS_LAUNCH(kind) ? &ag_passthru_launches : &ag_passthru_memops, \
@@ -117,6 +120,33 @@
 #define AG_ENGINE_cuMemcpyDtoH_v2_ptds ag_engine_d2h
 #define AG_ENGINE_cuMemcpyDtoHAsync_v2 ag_engine_d2h_async
 #define AG_ENGINE_cuMemcpyDtoHAsync_v2_ptsz ag_engine_d2h_async
+#define AG_ENGINE_cuMemFreeAsync ag_engine_free_async
+#define AG_ENGINE_cuMemFreeAsync_ptsz ag_engine_free_async
+
+/* A stream-ordered allocation: passed to the driver, then noted by the engine (so that its free may be
+ * held back with the work before it). Where it runs out of memory while frees are held back, those are
+ * issued and it is tried once more: holding frees must not make an allocation fail that eager would
+ * have served. */
+#define AG_SALLOC_(name, params, args)                                                                \
+    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    {                                                                                                 \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        if (!real_)                                                                                   \
+            return CUDA_ERROR_NOT_FOUND;                                                              \
+        if (AG_UNLIKELY(ag_guard))                                                                    \
+            return real_ args;                                                                        \
+        ag_count(AG_ID_##name);                                                                       \
+        ag_hook_depth++;                                                                              \
+        CUresult r_ = real_ args;                                                                     \
+        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {                              \
+            if (r_ == CUDA_ERROR_OUT_OF_MEMORY && ag_engine_frees_release())                          \
+                r_ = real_ args;                                                                      \
+            if (r_ == CUDA_SUCCESS && dptr)                                                           \
+                ag_engine_alloced(*dptr);                                                             \
+        }                                                                                             \
+        ag_hook_depth--;                                                                              \
+        return r_;                                                                                    \
+    }
 
 /* Kinds whose hooks do more than this are written by hand below. */
 #define AG_GEN_INIT(name, params, args)
@@ -126,6 +156,8 @@
 #define AG_GEN_DCOPY(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DCOPY)
 #define AG_GEN_DEVENT(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DEVENT)
 #define AG_GEN_DD2H(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DD2H)
+#define AG_GEN_DFREE(name, params, args) AG_DEFERRABLE_(name, params, args, AG_KIND_DFREE)
+#define AG_GEN_SALLOC AG_SALLOC_
 #define AG_GEN_QUERY AG_PASSTHROUGH
 #define AG_GEN_ALLOC AG_PASSTHROUGH
 #define AG_GEN_LAUNCH AG_BARRIER

@@ -195,6 +195,12 @@ static void t_memfree(int async)
         CK(addto(s1, Y, t)); /* still pending when the buffer is freed: a fault if it runs after */
         if (async) CK(cuMemFreeAsync(t, s1));
         else CK(cuMemFree(t));
+        if (async == 2) {
+            /* freed twice (the first free may be held back): CUDA refuses the second at the call, and
+             * so must the shim; so the free of an address no allocation starts at */
+            DT_CKE(&S, cuMemFreeAsync(t, s1), CUDA_ERROR_INVALID_VALUE);
+            DT_CKE(&S, cuMemFreeAsync(Y + 4, s1), CUDA_ERROR_INVALID_VALUE);
+        }
         publish(s1);
         CK(cuStreamSynchronize(s1));
         observe_both(r);
@@ -659,6 +665,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "d2h_pageable")) t_d2h_pageable();
     else if (!strcmp(n, "memfree")) t_memfree(0);
     else if (!strcmp(n, "memfree_async")) t_memfree(1);
+    else if (!strcmp(n, "memfree_async_twice")) t_memfree(2);
     else if (!strcmp(n, "stream_wait_event")) t_stream_wait_event(0);
     else if (!strcmp(n, "stream_memops")) t_stream_wait_event(1);
     else if (!strcmp(n, "event_query_deferred")) t_event_query_deferred();

@@ -453,6 +453,19 @@ int main(int argc, char **argv)
                 void *bp[] = {&y, &ba, &len};
                 CK(launch(big, 1, 1, 1, 32, 1, 1, 0, stream, bp, NULL));
             }
+            if (k % 4 == 1 && strcmp(which, "asyncfree") == 0) {
+                /* a temporary from the stream-ordered pool, as PyTorch's cudaMallocAsync backend makes
+                 * them: written, read, freed while the launches that use it may still be held back (its
+                 * address differs every time: the fake never reuses one) */
+                CUdeviceptr t;
+                CK(cuMemAllocAsync(&t, (size_t)N * sizeof(float), stream));
+                CK(cuMemsetD32Async(t, 0x3f000000u, N, stream));
+                float a = 0.75f, b = 0.125f * (float)(k % 3);
+                void *w[] = {&t, &x, &a, &b, &len}, *u[] = {&y, &t, &a, &b, &len};
+                CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, w, NULL));
+                CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, u, NULL));
+                CK(cuMemFreeAsync(t, stream));
+            }
             if (k % 10 == 3) {
                 off += 4;
                 void *r[] = {&x, &seed, &off, &len};

@@ -37,6 +37,8 @@ static void fc_once_init(void)
     fc_g.launch_ns = s ? strtoull(s, NULL, 0) : FC_LAUNCH_NS;
     s = getenv("FAKECUDA_GRAPH_NS");
     fc_g.graph_ns = s ? strtoull(s, NULL, 0) : FC_GRAPH_NS;
+    s = getenv("FAKECUDA_POOL_BYTES");
+    fc_g.pool_limit = s ? strtoull(s, NULL, 0) : 0;
 }
 
 uint64_t fc_now_ns(void)

@@ -172,6 +172,9 @@ typedef struct {
     /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host
      * costs a real driver has, so that the shim's probes can tell whether its graphs pay */
     uint64_t launch_ns, graph_ns;
+    /* FAKECUDA_POOL_BYTES: the stream-ordered pool's size (0: no limit). Memory a free enqueued gives back
+     * is at once the stream's again, as CUDA's pool reuses it in stream order. */
+    size_t pool_limit, pool_in_use;
 } fc_state;
 
 extern fc_state fc_g;

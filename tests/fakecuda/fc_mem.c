@@ -14,6 +14,7 @@ typedef struct {
     int kind; /* FC_PTR_DEVICE or FC_PTR_PINNED */
     int registered, free_pending;
     fc_ctx *ctx;
+    int pooled; /* from cuMemAllocAsync: counted in the pool until its free is enqueued */
 } fc_alloc;
 
 static fc_alloc *allocs;
@@ -70,7 +71,7 @@ static CUresult fc_mem_alloc(CUdeviceptr *dptr, size_t n)
     unsigned char *p = dev_base + dev_next;
     if (mprotect(p, mapped, PROT_READ | PROT_WRITE)) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(p, 0xCD, mapped);
-    fc_alloc a = {(uintptr_t)p, n, mapped, FC_PTR_DEVICE, 0, 0, fc_cur_ctx()};
+    fc_alloc a = {(uintptr_t)p, n, mapped, FC_PTR_DEVICE, 0, 0, fc_cur_ctx(), 0};
     if (fc_vec_push((void **)&allocs, &nallocs, sizeof(a), &a)) {
         mprotect(p, mapped, PROT_NONE);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -116,7 +117,15 @@ static CUresult fc_mem_alloc_async(CUdeviceptr *dptr, size_t n, CUstream h, int 
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (r) return r;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no mem-alloc graph nodes in the fake */
-    return fc_mem_alloc(dptr, n);
+    size_t mapped = (n + 4095) & ~(size_t)4095;
+    if (fc_g.pool_limit && (mapped < n || fc_g.pool_in_use + mapped > fc_g.pool_limit))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = fc_mem_alloc(dptr, n);
+    if (r) return r;
+    fc_alloc *a = alloc_find((uintptr_t)*dptr, 1);
+    a->pooled = 1;
+    fc_g.pool_in_use += a->mapped;
+    return CUDA_SUCCESS;
 }
 CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { FC_API(1, fc_mem_alloc_async(d, n, s, FC_LEGACY)); }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) { FC_API(1, fc_mem_alloc_async(d, n, s, FC_PTDS)); }
@@ -137,6 +146,7 @@ static CUresult fc_mem_free_async(CUdeviceptr p, CUstream h, int ptds)
     op->freeptr = p;
     r = fc_submit(s, op, NULL);
     if (!r) a->free_pending = 1; /* later enqueues that touch it are errors */
+    if (!r && a->pooled) fc_g.pool_in_use -= a->mapped;
     return r;
 }
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { FC_API(1, fc_mem_free_async(p, s, FC_LEGACY)); }
@@ -149,7 +159,7 @@ static CUresult fc_host_alloc(void **pp, size_t n, unsigned flags)
         return CUDA_ERROR_INVALID_VALUE;
     void *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
-    fc_alloc a = {(uintptr_t)p, n, n, FC_PTR_PINNED, 0, 0, fc_cur_ctx()};
+    fc_alloc a = {(uintptr_t)p, n, n, FC_PTR_PINNED, 0, 0, fc_cur_ctx(), 0};
     if (fc_vec_push((void **)&allocs, &nallocs, sizeof(a), &a)) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -179,7 +189,7 @@ static CUresult fc_host_register(void *p, size_t n, unsigned flags)
     for (size_t i = 0; i < nallocs; i++)
         if ((uintptr_t)p < allocs[i].base + allocs[i].size && allocs[i].base < (uintptr_t)p + n)
             return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    fc_alloc a = {(uintptr_t)p, n, n, FC_PTR_PINNED, 1, 0, fc_cur_ctx()};
+    fc_alloc a = {(uintptr_t)p, n, n, FC_PTR_PINNED, 1, 0, fc_cur_ctx(), 0};
     return fc_vec_push((void **)&allocs, &nallocs, sizeof(a), &a) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) { FC_API(1, fc_host_register(p, n, flags)); }
