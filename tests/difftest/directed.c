@@ -201,6 +201,7 @@ static void t_memfree(int async)
             DT_CKE(&S, cuMemFreeAsync(t, s1), CUDA_ERROR_INVALID_VALUE);
             DT_CKE(&S, cuMemFreeAsync(Y + 4, s1), CUDA_ERROR_INVALID_VALUE);
         }
+        CK(step(s1, X, 0.5f)); /* more work after the free: it is not the chunk's last call */
         publish(s1);
         CK(cuStreamSynchronize(s1));
         observe_both(r);
