@@ -1749,7 +1749,8 @@ CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
 void ag_engine_alloced(CUdeviceptr p)
 {
     pthread_mutex_lock(&E.lock);
-    if (!E.disabled && ag_ptrset_add(&E.async_ptrs, (uint64_t)p) != 0)
+    /* Not in the program's own capture: that memory is the graph's, freed with it as well as by a call. */
+    if (!E.disabled && E.app_captures == 0 && ag_ptrset_add(&E.async_ptrs, (uint64_t)p) != 0)
         AG_LOG_CAPPED(AG_LOG_WARN, "out of memory noting a stream-ordered allocation; its free will be a barrier");
     pthread_mutex_unlock(&E.lock);
 }
