@@ -51,6 +51,18 @@ static void k_store(void **a, const fakecuda_dims_t *d)
     for (int i = 0; i < n; i++) y[i] = x[i];
 }
 
+/* dt_texread(y, tex, n): y = squash(y + t) for t read through texture object tex (linear memory); a
+ * destroyed object reads as 0 and leaves a mark no plain run makes. */
+static void k_texread(void **a, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)a[0];
+    const float *t = (const float *)(uintptr_t)fakecuda_tex_ptr(*(unsigned long long *)a[1]);
+    int n = *(int *)a[2];
+    (void)d;
+    for (int i = 0; i < n; i++) y[i] = t ? dt_squash(y[i] + t[i]) : -777.0f;
+}
+static CUfunction f_texread;
+
 static CUresult step(CUstream s, CUdeviceptr y, float v)
 {
     int n = N;
@@ -588,6 +600,132 @@ static void t_event_destroy(void)
     }
 }
 
+/* A texture object made, read by a kernel and destroyed every round, with more work before the sync:
+ * the destroy must come after the read is issued (the fake retires the object once the work queued
+ * before it has run; a read issued after that sees none). */
+static void t_tex_destroy(void)
+{
+    for (int r = 0; r < ROUNDS; r++) {
+        CUDA_RESOURCE_DESC rd;
+        CUDA_TEXTURE_DESC td;
+        memset(&rd, 0, sizeof(rd));
+        memset(&td, 0, sizeof(td));
+        rd.resType = CU_RESOURCE_TYPE_LINEAR;
+        rd.res.linear.devPtr = X;
+        rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+        rd.res.linear.numChannels = 1;
+        rd.res.linear.sizeInBytes = N * 4;
+        CUtexObject tex;
+        CK(cuTexObjectCreate(&tex, &rd, &td, NULL));
+        pattern(s1, r);
+        int n = N;
+        void *args[] = {&Y, &tex, &n};
+        CK(cuLaunchKernel(f_texread, 4, 1, 1, 256, 1, 1, 0, s1, args, NULL));
+        CK(cuTexObjectDestroy(tex)); /* with the read possibly still held back */
+        CK(step(s1, X, 0.25f));
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+}
+
+/* Another API (Vulkan, say) waits on an external semaphore that the stream signals after the kernels
+ * that write P2, and reads P2 as soon as it sees the value, with no CUDA sync at all; the stream goes on
+ * with more work. The signal must follow the held kernels. */
+static void t_ext_semaphore(void)
+{
+    CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC hd;
+    memset(&hd, 0, sizeof(hd));
+    hd.type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD;
+    hd.handle.fd = -1;
+    CUexternalSemaphore sem;
+    CK(cuImportExternalSemaphore(&sem, &hd));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS sp;
+        memset(&sp, 0, sizeof(sp));
+        sp.params.fence.value = (unsigned long long)r + 1;
+        CK(cuSignalExternalSemaphoresAsync(&sem, &sp, 1, s1));
+        unsigned long long seen = fakecuda_semaphore_value(sem); /* the other API's wait, at once */
+        float h[OBS + 1];
+        memcpy(h, P2, OBS * 4);
+        h[OBS] = (float)seen;
+        observe(r, h, sizeof(h));
+        CK(step(s1, X, 0.5f));
+        CK(cuStreamSynchronize(s1));
+    }
+    CK(cuDestroyExternalSemaphore(sem));
+}
+
+/* Every other stream-ordered interop call and every destroy of an object a held kernel may use is a
+ * barrier: right after the call returns, the fake has been handed every kernel the program launched
+ * before it (kernels_queued; a shim that let the call pass would still hold the round's pattern). The
+ * fake refuses what it does not model; the answer is part of the output. */
+static void t_interop_barriers(void)
+{
+    CUexternalSemaphore sem;
+    CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC hd;
+    memset(&hd, 0, sizeof(hd));
+    hd.type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD;
+    CK(cuImportExternalSemaphore(&sem, &hd));
+    fakecuda_semaphore_set(sem, 1000); /* the other API has signaled: waits pass */
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS sp;
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS wp;
+    memset(&sp, 0, sizeof(sp));
+    memset(&wp, 0, sizeof(wp));
+    sp.params.fence.value = 1001;
+    wp.params.fence.value = 1000;
+    for (int r = 0; r < 6; r++) { /* learned first, so that the first call below meets held work too */
+        pattern(s1, 100 + r);
+        CK(step(s1, X, 0.125f));
+        CK(cuStreamSynchronize(s1));
+    }
+    enum { NCALLS = 13 };
+    for (int c = 0; c < NCALLS; c++) {
+        for (int r = 0; r < 4; r++) {
+            fakecuda_stats_t st0, st1;
+            fakecuda_stats(&st0);
+            pattern(s1, c * 4 + r);
+            CUresult rc = CUDA_SUCCESS;
+            if (r == 3) {
+                CUDA_RESOURCE_DESC rd;
+                CUDA_TEXTURE_DESC td;
+                CUtexObject tex = 0;
+                switch (c) {
+                case 0: rc = cuSignalExternalSemaphoresAsync(&sem, &sp, 1, s1); break;
+                case 1: rc = cuWaitExternalSemaphoresAsync(&sem, &wp, 1, s1); break;
+                case 2: rc = cuGraphicsMapResources(0, NULL, s1); break;
+                case 3: rc = cuGraphicsUnmapResources(0, NULL, s1); break;
+                case 4: rc = cuMemBatchDecompressAsync(NULL, 0, 0, NULL, s1); break;
+                case 5: rc = cuMemMapArrayAsync(NULL, 0, s1); break;
+                case 6: rc = cuStreamAttachMemAsync(s1, X, 0, CU_MEM_ATTACH_SINGLE); break;
+                case 7:
+                    memset(&rd, 0, sizeof(rd));
+                    memset(&td, 0, sizeof(td));
+                    rd.resType = CU_RESOURCE_TYPE_LINEAR;
+                    rd.res.linear.devPtr = Z;
+                    rd.res.linear.sizeInBytes = N * 4;
+                    CK(cuSurfObjectCreate(&tex, &rd));
+                    rc = cuSurfObjectDestroy(tex);
+                    break;
+                case 8: rc = cuArrayDestroy(NULL); break;
+                case 9: rc = cuMipmappedArrayDestroy(NULL); break;
+                case 10: rc = cuDestroyExternalMemory(NULL); break;
+                case 11: rc = cuGraphicsUnregisterResource(NULL); break;
+                default: rc = cuMemPoolDestroy(NULL); break;
+                }
+            }
+            fakecuda_stats(&st1);
+            long held = 4 - (long)(st1.kernels_queued - st0.kernels_queued); /* pattern() launches 4 */
+            CK(step(s1, X, 0.125f));
+            CK(cuStreamSynchronize(s1));
+            long line[3] = {c, (long)rc, r == 3 ? held : 0};
+            observe(c * 4 + r, line, sizeof(line));
+        }
+    }
+    CK(cuDestroyExternalSemaphore(sem));
+}
+
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -627,7 +765,7 @@ int main(int argc, char **argv)
     g_name = argv[1];
     static const size_t sz[3] = {8, 8, 4}, szs[3] = {8, 4, 4};
     if (fakecuda_register_kernel("dt_step", k_step, 3, szs) || fakecuda_register_kernel("dt_addto", k_addto, 3, sz) ||
-        fakecuda_register_kernel("dt_store", k_store, 3, sz) ||
+        fakecuda_register_kernel("dt_store", k_store, 3, sz) || fakecuda_register_kernel("dt_texread", k_texread, 3, sz) ||
         fakecuda_register_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", k_addto, 3, sz))
         return 2;
     CUdevice dev;
@@ -637,6 +775,7 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&f_step, mod, "dt_step"));
     CK(cuModuleGetFunction(&f_addto, mod, "dt_addto"));
     CK(cuModuleGetFunction(&f_store, mod, "dt_store"));
+    CK(cuModuleGetFunction(&f_texread, mod, "dt_texread"));
     CK(cuModuleGetFunction(&f_nccl, mod, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
     CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     CK(cuStreamCreate(&s2, CU_STREAM_DEFAULT));
@@ -683,6 +822,9 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
+    else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
+    else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
+    else if (!strcmp(n, "interop_barriers")) t_interop_barriers();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;

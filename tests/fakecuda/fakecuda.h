@@ -98,6 +98,16 @@ CUresult fakecuda_unhooked_launch(CUfunction f, unsigned int gx, unsigned int gy
                                   unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **kp,
                                   void **extra);
 
+/* The device address behind a texture or surface object of linear memory (cuTexObjectCreate,
+ * cuSurfObjectCreate), for a kernel to read through while it runs; 0 once the object is destroyed. */
+CUdeviceptr fakecuda_tex_ptr(unsigned long long object);
+
+/* An external semaphore's value as the other API sees it (cuImportExternalSemaphore: any handle type).
+ * Reading it first runs the queued work, as a GPU would have by then; setting it is the other API's
+ * signal, which cuWaitExternalSemaphoresAsync waits for. */
+unsigned long long fakecuda_semaphore_value(CUexternalSemaphore sem);
+void fakecuda_semaphore_set(CUexternalSemaphore sem, unsigned long long value);
+
 typedef struct {
     unsigned long long kernels_executed; /* kernels run, eager or from graphs */
     unsigned long long graphs_launched;  /* cuGraphLaunch calls accepted */

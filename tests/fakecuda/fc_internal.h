@@ -14,7 +14,7 @@
 #include "fakecuda.h"
 
 enum { FC_OBJ_CTX = 1, FC_OBJ_STREAM, FC_OBJ_EVENT, FC_OBJ_MODULE, FC_OBJ_FUNC, FC_OBJ_KERN,
-       FC_OBJ_GRAPH, FC_OBJ_NODE, FC_OBJ_EXEC };
+       FC_OBJ_GRAPH, FC_OBJ_NODE, FC_OBJ_EXEC, FC_OBJ_SEM };
 
 /* Every handle starts with this header; handles are validated against a registry (never by
  * dereferencing an unknown pointer) and are kept until exit, so stale handles stay detectable. */

@@ -1,0 +1,170 @@
+/* fc_interop.c: the fake's interop and resource objects. Texture objects over linear device memory
+ * (kernels resolve them with fakecuda_tex_ptr when they run; destroying one waits for the queued work,
+ * then retires it), external semaphores (a 64-bit value that stream-ordered signals write and waits
+ * compare; the other API's side reads and sets it with fakecuda_semaphore_*), and the remaining entry
+ * points the shim treats as barriers, implemented as far as a test needs to call them: they check their
+ * stream and handles and refuse what the fake does not model. */
+#include <string.h>
+
+#include "fc_internal.h"
+
+typedef struct {
+    CUdeviceptr ptr; /* 0: destroyed */
+    int surface;
+} fc_tex;
+
+static fc_tex *texes; /* handle h is texes[h - 1] */
+static size_t ntexes;
+
+typedef struct {
+    fc_obj hdr;
+    uint64_t value;
+} fc_sem;
+
+static CUresult fc_tex_create(unsigned long long *out, const CUDA_RESOURCE_DESC *rd, int surface)
+{
+    if (!out || !rd || rd->resType != CU_RESOURCE_TYPE_LINEAR) return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p = rd->res.linear.devPtr;
+    if (!p || fc_ptr_check((uintptr_t)p, rd->res.linear.sizeInBytes ? rd->res.linear.sizeInBytes : 1) != FC_PTR_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_tex t = {p, surface};
+    if (fc_vec_push((void **)&texes, &ntexes, sizeof t, &t)) return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = ntexes;
+    return CUDA_SUCCESS;
+}
+CUresult cuTexObjectCreate(CUtexObject *t, const CUDA_RESOURCE_DESC *rd, const CUDA_TEXTURE_DESC *td,
+                           const CUDA_RESOURCE_VIEW_DESC *vd)
+{
+    FC_API(1, td ? fc_tex_create(t, rd, 0) : CUDA_ERROR_INVALID_VALUE);
+}
+CUresult cuSurfObjectCreate(CUsurfObject *s, const CUDA_RESOURCE_DESC *rd) { FC_API(1, fc_tex_create(s, rd, 1)); }
+
+static CUresult fc_tex_destroy(unsigned long long h, int surface)
+{
+    if (!h || h > ntexes || !texes[h - 1].ptr || texes[h - 1].surface != surface) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_sync_all(); /* work queued before the call may still read it */
+    texes[h - 1].ptr = 0;
+    return r;
+}
+CUresult cuTexObjectDestroy(CUtexObject t) { FC_API(1, fc_tex_destroy(t, 0)); }
+CUresult cuSurfObjectDestroy(CUsurfObject s) { FC_API(1, fc_tex_destroy(s, 1)); }
+
+CUdeviceptr fakecuda_tex_ptr(unsigned long long h)
+{
+    /* called by kernels while they run (the fake's lock is held by the thread running them) */
+    return h && h <= ntexes ? texes[h - 1].ptr : 0;
+}
+
+/* ---- external semaphores ---- */
+static CUresult fc_sem_import(CUexternalSemaphore *out, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *d)
+{
+    if (!out || !d) return CUDA_ERROR_INVALID_VALUE;
+    fc_sem *s = fc_obj_new(sizeof *s, FC_OBJ_SEM);
+    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = (CUexternalSemaphore)s;
+    return CUDA_SUCCESS;
+}
+CUresult cuImportExternalSemaphore(CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *d)
+{
+    FC_API(1, fc_sem_import(s, d));
+}
+
+static CUresult fc_sem_destroy(CUexternalSemaphore h)
+{
+    fc_sem *s = (fc_sem *)h;
+    if (!fc_obj_valid(s, FC_OBJ_SEM)) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = fc_sync_all(); /* queued signals and waits still name it */
+    s->hdr.dead = 1;
+    return r;
+}
+CUresult cuDestroyExternalSemaphore(CUexternalSemaphore s) { FC_API(1, fc_sem_destroy(s)); }
+
+/* Signals write each semaphore's fence value when the stream reaches them; waits hold the stream until
+ * the value is at least theirs. */
+static CUresult fc_sem_ops(const CUexternalSemaphore *sems, const unsigned long long *vals, size_t stride,
+                           unsigned n, CUstream h, int ptds, int wait)
+{
+    fc_stream *st;
+    CUresult r = fc_stream_resolve(h, ptds, &st);
+    if (r) return r;
+    if (!sems || !vals || !n) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++)
+        if (!fc_obj_valid(sems[i], FC_OBJ_SEM)) return CUDA_ERROR_INVALID_HANDLE;
+    if (st->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no semaphore nodes in the fake */
+    for (unsigned i = 0; i < n; i++) {
+        fc_op *op = fc_op_new(wait ? FC_OP_WAITVAL : FC_OP_WRITEVAL);
+        if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+        op->addr = &((fc_sem *)sems[i])->value;
+        op->val = *(const unsigned long long *)((const char *)vals + i * stride);
+        op->is64 = 1;
+        op->flags = CU_STREAM_WAIT_VALUE_GEQ;
+        if ((r = fc_submit(st, op, NULL))) return r;
+    }
+    return CUDA_SUCCESS;
+}
+#define SIG_ARGS(p) (p) ? &(p)->params.fence.value : NULL, sizeof *(p)
+CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *p,
+                                         unsigned int n, CUstream st)
+{
+    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_LEGACY, 0));
+}
+CUresult cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *s,
+                                              const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *p, unsigned int n,
+                                              CUstream st)
+{
+    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_PTDS, 0));
+}
+CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *p,
+                                       unsigned int n, CUstream st)
+{
+    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_LEGACY, 1));
+}
+CUresult cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *p,
+                                            unsigned int n, CUstream st)
+{
+    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_PTDS, 1));
+}
+
+unsigned long long fakecuda_semaphore_value(CUexternalSemaphore h)
+{
+    (void)fc_enter(-1);
+    (void)fc_sync_all(); /* the GPU has run whatever was queued by now */
+    unsigned long long v = fc_obj_valid(h, FC_OBJ_SEM) ? ((fc_sem *)h)->value : 0;
+    fc_leave();
+    return v;
+}
+
+void fakecuda_semaphore_set(CUexternalSemaphore h, unsigned long long v)
+{
+    (void)fc_enter(-1);
+    if (fc_obj_valid(h, FC_OBJ_SEM)) ((fc_sem *)h)->value = v;
+    fc_leave();
+}
+
+/* ---- the rest: a stream or handle checked, nothing the fake models ---- */
+static CUresult fc_stream_only(CUstream h, int ptds, CUresult then)
+{
+    fc_stream *st;
+    CUresult r = fc_stream_resolve(h, ptds, &st);
+    return r ? r : then;
+}
+#define FC_STREAM_ONLY(name, params, stream, then)                                                 \
+    CUresult name params { FC_API(1, fc_stream_only(stream, FC_LEGACY, then)); }                 \
+    CUresult name##_ptsz params { FC_API(1, fc_stream_only(stream, FC_PTDS, then)); }
+/* no graphics API registers resources here, and no decompression engine or sparse array exists */
+FC_STREAM_ONLY(cuGraphicsMapResources, (unsigned int c, CUgraphicsResource *r, CUstream s), s,
+               c ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE)
+FC_STREAM_ONLY(cuGraphicsUnmapResources, (unsigned int c, CUgraphicsResource *r, CUstream s), s,
+               c ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE)
+FC_STREAM_ONLY(cuMemBatchDecompressAsync, (CUmemDecompressParams *p, size_t c, unsigned int f, size_t *e, CUstream s),
+               s, CUDA_ERROR_NOT_SUPPORTED)
+FC_STREAM_ONLY(cuMemMapArrayAsync, (CUarrayMapInfo *m, unsigned int c, CUstream s), s, CUDA_ERROR_NOT_SUPPORTED)
+/* managed memory is not modeled: attaching any range is refused */
+FC_STREAM_ONLY(cuStreamAttachMemAsync, (CUstream s, CUdeviceptr p, size_t n, unsigned int f), s,
+               CUDA_ERROR_INVALID_VALUE)
+
+CUresult cuArrayDestroy(CUarray a) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
+CUresult cuDestroyExternalMemory(CUexternalMemory m) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
+CUresult cuGraphicsUnregisterResource(CUgraphicsResource r) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
+CUresult cuMemPoolDestroy(CUmemoryPool p) { FC_API(1, CUDA_ERROR_INVALID_VALUE); }
