@@ -185,7 +185,8 @@ typedef struct prog {
     CUkernel kn[K_N];
     size_t poff[K_N][2 + 2 * MANY_N];
     size_t argsize[K_N];
-    CUevent ev_fork, ev_join, ev_sync;
+    CUevent ev_fork, ev_join, ev_sync, ev_free;
+    CUdeviceptr late_free; /* a pool temporary whose free waits for the next one (or the program's end) */
     float *pin_out, *pin_in, *pin_hf;
     int npin_out, nread_pending, pin_out_cap, hf_cap, nhf;
     int pending[4096];
@@ -611,13 +612,31 @@ static void exec_op(prog_t *p, int idx, int it)
         unsigned bx = 128, gx = (unsigned)((n + 127) / 128);
         float w1 = 0.5f + (float)sc * 0.01f, w2 = -0.25f;
         void *k1[] = {&t, &a, &w1, &n}, *k2[] = {&b, &t, &w2, &n};
-        if (o->kind == OP_TMPFREE) DT_CK(S, cuMemAlloc(&t, (size_t)n * 4));
-        else DT_CK(S, cuMemAllocAsync(&t, (size_t)n * 4, p->s_main));
+        if (o->kind == OP_TMPFREE) {
+            DT_CK(S, cuMemAlloc(&t, (size_t)n * 4));
+        } else {
+            if (p->late_free) DT_CK(S, cuMemFreeAsync(p->late_free, p->s_main));
+            p->late_free = 0;
+            DT_CK(S, cuMemAllocAsync(&t, (size_t)n * 4, p->s_main));
+        }
         DT_CK(S, cuMemsetD32Async(t, 0, (size_t)n, p->s_main));
         DT_CK(S, cuLaunchKernel(p->fn[K_AXPY], gx, 1, 1, bx, 1, 1, 0, p->s_main, k1, NULL));
         DT_CK(S, cuLaunchKernel(p->fn[K_AXPY], gx, 1, 1, bx, 1, 1, 0, p->s_main, k2, NULL));
-        if (o->kind == OP_TMPFREE) DT_CK(S, cuMemFree(t));
-        else DT_CK(S, cuMemFreeAsync(t, p->s_main));
+        /* where a pool temporary is freed (from bits of a value drawn anyway): on the main stream at once;
+         * at the next such operation (more work in between, maybe a sync); or on the side stream once an
+         * event says the main stream's kernels are done with it (another context's stream: at once) */
+        unsigned how = ((unsigned)o->iv[0] >> 29) & 3;
+        if (o->kind == OP_TMPFREE) {
+            DT_CK(S, cuMemFree(t));
+        } else if (how == 2) {
+            p->late_free = t;
+        } else if (how == 3 && !g_twoctx) {
+            DT_CK(S, cuEventRecord(p->ev_free, p->s_main));
+            DT_CK(S, cuStreamWaitEvent(p->s_side, p->ev_free, 0));
+            DT_CK(S, cuMemFreeAsync(t, p->s_side));
+        } else {
+            DT_CK(S, cuMemFreeAsync(t, p->s_main));
+        }
         break;
     }
     }
@@ -786,6 +805,7 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuEventCreate(&p->ev_fork, CU_EVENT_DISABLE_TIMING));
     DT_CK(S, cuEventCreate(&p->ev_join, CU_EVENT_DEFAULT));
     DT_CK(S, cuEventCreate(&p->ev_sync, (seed & 1) ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
+    DT_CK(S, cuEventCreate(&p->ev_free, CU_EVENT_DISABLE_TIMING));
     load_kernels(p, &p->mod, &p->lib, p->fn, p->kn);
     for (int k = 0; k < K_N; k++) {
         if (!p->kset[k]) continue;
@@ -849,6 +869,7 @@ static int run_program(uint64_t seed)
         pthread_join(obs_th, NULL);
     }
 
+    if (p->late_free) DT_CK(S, cuMemFreeAsync(p->late_free, p->s_main));
     DT_CK(S, cuCtxSynchronize());
     covered(p);
     for (int i = 0; i < p->nbuf; i++) {
@@ -870,6 +891,7 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuEventDestroy(p->ev_fork));
     DT_CK(S, cuEventDestroy(p->ev_join));
     DT_CK(S, cuEventDestroy(p->ev_sync));
+    DT_CK(S, cuEventDestroy(p->ev_free));
     DT_CK(S, cuStreamDestroy(p->streams[ST_BLOCKING]));
     DT_CK(S, cuStreamDestroy(p->streams[ST_NONBLOCKING]));
     DT_CK(S, cuModuleUnload(p->mod));
