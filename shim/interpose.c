@@ -64,16 +64,21 @@
  * (which can be blocking: the engine counts it as the end of a segment) or a free (whose allocation the
  * engine stops tracking). */
 #define AG_UNPAREN(...) __VA_ARGS__
+/* The start of a hook that does more than pass through: the driver's entry (CUDA_ERROR_NOT_FOUND
+ * without one), the shim's own calls straight to it, the call counted and the hook depth raised (the
+ * hook lowers it before it returns). */
+#define AG_HOOK_ENTER_(name, args)                                                                    \
+    ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                             \
+    if (!real_)                                                                                       \
+        return CUDA_ERROR_NOT_FOUND;                                                                  \
+    if (AG_UNLIKELY(ag_guard))                                                                        \
+        return real_ args;                                                                            \
+    ag_count(AG_ID_##name);                                                                           \
+    ag_hook_depth++;
 #define AG_DEFERRABLE_(name, params, args, kind)                                                      \
     AG_EXPORT AG_HOT CUresult CUDAAPI name params                                                     \
     {                                                                                                 \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        if (!real_)                                                                                   \
-            return CUDA_ERROR_NOT_FOUND;                                                              \
-        if (AG_UNLIKELY(ag_guard))                                                                    \
-            return real_ args;                                                                        \
-        ag_count(AG_ID_##name);                                                                       \
-        ag_hook_depth++;                                                                              \
+        AG_HOOK_ENTER_(name, args)                                                                    \
         int on_ = atomic_load_explicit(&ag_engine_on, memory_order_relaxed);                          \
         CUresult r_;                                                                                  \
         if (on_ == AG_ENGINE_ACTIVE ||                                                                \
@@ -130,13 +135,7 @@
 #define AG_SALLOC_(name, params, args)                                                                \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        if (!real_)                                                                                   \
-            return CUDA_ERROR_NOT_FOUND;                                                              \
-        if (AG_UNLIKELY(ag_guard))                                                                    \
-            return real_ args;                                                                        \
-        ag_count(AG_ID_##name);                                                                       \
-        ag_hook_depth++;                                                                              \
+        AG_HOOK_ENTER_(name, args)                                                                    \
         CUresult r_ = real_ args;                                                                     \
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {                              \
             if (r_ == CUDA_ERROR_OUT_OF_MEMORY && ag_engine_frees_release())                          \
