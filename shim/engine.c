@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +28,12 @@ enum {
     FB_PATCH_FAILED,
     FB_CONTEXT,
     FB_UNHOOKED,
+    FB_STALLED,
     FB_COUNT
 };
 static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
                                                "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
-                                               "other_context", "unhooked_call"};
+                                               "other_context", "unhooked_call", "stalled"};
 
 /* AUTOGRAPH_CUPTI=learn: CUPTI is attached when work repeats that the guard has not watched yet (a
  * chunk seen the second time); a program that never repeats never attaches. Until a first window has
@@ -121,6 +123,9 @@ static struct {
     } *frees;
     uint32_t nfrees, cap_frees;
     uint64_t frees_held, frees_oom_released;
+    /* the stall watcher (AUTOGRAPH_STALL_MS): started with the first held operation */
+    int watcher_started;
+    uint64_t stalls;
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
     uint64_t replayed, graph_launches, copies_out;
@@ -446,9 +451,13 @@ static int reserve(size_t bytes)
 
 /* Line-aligned: records are a multiple of 64 bytes long (with CUDA 12 and 13 headers), so that a
  * kernel's (AG_OP_KERNEL_SIZE, what is written when it is held back) fills one line. */
+static void watcher_start(void);
+
 static ag_op_t *pending_slot(void)
 {
     if (E.npending == E.cap_pending) {
+        if (!E.watcher_started)
+            watcher_start(); /* the first operation held back (the list grows from nothing) */
         uint32_t cap = E.cap_pending ? E.cap_pending * 2 : 256;
         ag_op_t *p = aligned_alloc(64, (sizeof *p * cap + 63) & ~(size_t)63);
         if (!p)
@@ -696,6 +705,79 @@ static void fallback(int reason)
     if (E.learner.period)
         ag_learner_unlock_period(&E.learner);
     E.nmatch = E.ncand = 0;
+}
+
+/* ---- the stall watcher ---- */
+
+static int own_ctx(void);
+static void own_ctx_end(int pushed);
+
+/* Held work waits for the program's next call. A program that waits for a kernel's write to memory it
+ * reads directly (zero-copy, a flag a kernel sets), making no CUDA call until it sees it, would wait
+ * forever. A thread of the shim's looks every half period: held work, and no operation (E.ops) and no
+ * drain (E.drains) since its last look, means nothing came for at least half a period, and at its next
+ * such look a whole one: then the held work is issued as at any fallback. It reads those counters
+ * without the lock (a stale value only delays it by a look) and decides again under it. */
+static void *watcher_main(void *arg)
+{
+    (void)arg;
+    uint64_t period_ns = (uint64_t)ag_opt(AG_OPT_STALL_MS)->num * 1000000ull / 2;
+    uint64_t seen_ops = UINT64_MAX, seen_drains = UINT64_MAX;
+    int quiet = 0;
+    for (;;) {
+        struct timespec ts = {(time_t)(period_ns / 1000000000ull), (long)(period_ns % 1000000000ull)};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        if (__atomic_load_n(&E.disabled, __ATOMIC_RELAXED))
+            return NULL;
+        uint64_t ops = __atomic_load_n(&E.ops, __ATOMIC_RELAXED), drains = __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE);
+        int held = __atomic_load_n(&E.npending, __ATOMIC_RELAXED) > 0;
+        quiet = held && ops == seen_ops && drains == seen_drains ? quiet + 1 : 0;
+        seen_ops = ops, seen_drains = drains;
+        if (quiet < 2)
+            continue;
+        quiet = 0;
+        pthread_mutex_lock(&E.lock);
+        if (!E.disabled && E.npending && E.ops == ops && E.drains == drains) {
+            ag_hook_depth++; /* the held work is the program's: not calls past every hook */
+            int pushed = own_ctx();
+            E.stalls++;
+            AG_LOG_CAPPED(AG_LOG_INFO, "held work waited %lld ms with no call of the program: issued",
+                          (long long)ag_opt(AG_OPT_STALL_MS)->num);
+            /* the program waits at this point by other means: its candidates back off (2, 4, 8 ...
+             * times the warm-up before they are held again), so a wait that recurs costs a stall now and
+             * then, not every time */
+            ag_learner_stalled(&E.learner, E.match, E.nmatch);
+            fallback(FB_STALLED);
+            own_ctx_end(pushed);
+            ag_hook_depth--;
+        }
+        pthread_mutex_unlock(&E.lock);
+    }
+}
+
+/* Under the lock. Where no thread can be started, held work waits for the program's next call, as before
+ * the watcher existed. */
+static void watcher_start(void)
+{
+    E.watcher_started = 1;
+    if (ag_opt(AG_OPT_STALL_MS)->num <= 0)
+        return;
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
+    int r = pthread_attr_init(&attr);
+    if (r == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        r = pthread_create(&t, &attr, watcher_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0)
+        AG_LOG_CAPPED(AG_LOG_WARN, "cannot start the stall watcher (error %d): held work waits for the next call", r);
 }
 
 /* ---- resting ---- */
@@ -2010,7 +2092,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
-               "    \"async_allocations_tracked\": %zu,\n"
+               "    \"async_allocations_tracked\": %zu,\n    \"stall_flushes\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -2025,6 +2107,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.observer_passed, (unsigned long long)E.observer_flushes,
             (unsigned long long)E.old_event_passed,
             (unsigned long long)E.frees_held, (unsigned long long)E.frees_oom_released, E.async_ptrs.n,
+            (unsigned long long)E.stalls,
             (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
             (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

@@ -89,6 +89,11 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "came out more than 3% slower stays on plain launches for 64 sightings (twice as long "
                       "each time it loses again), then is judged again. Off while CUPTI watches everything ('guard', "
                       "'always'). 'off': every repeating segment is replayed."},
+    [AG_OPT_STALL_MS] = {"AUTOGRAPH_STALL_MS", AG_OPT_INT, "100", "0..600000",
+                         "Held work that no call of the program has followed for this many milliseconds is "
+                         "issued by a thread of the shim's (as a fallback, 'stalled'): a program that waits "
+                         "for a kernel's write to memory it reads directly, with no CUDA call, would otherwise "
+                         "wait forever. 0: never (such a program hangs)."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

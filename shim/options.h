@@ -34,6 +34,7 @@ typedef enum {
     AG_OPT_GPU_BOUND,
     AG_OPT_REST,
     AG_OPT_PROBE,
+    AG_OPT_STALL_MS,
     AG_OPT_COUNT
 } ag_opt_id_t;
 

@@ -584,6 +584,12 @@ void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n)
     l->failed_start = l->chunk_start;
 }
 
+void ag_learner_stalled(ag_learner_t *l, ag_variant_t **cands, int n)
+{
+    ag_learner_failed(l, cands, n);
+    penalize(l);
+}
+
 void ag_learner_succeeded(ag_variant_t *v)
 {
     v->fails = 0;

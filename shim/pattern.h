@@ -291,6 +291,10 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v);
  * are charged when it closes: from the second failure in a row on, their sightings are forgotten and
  * the warm-up doubles with each further failure. */
 void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n);
+/* Held work of these candidates waited for the program in vain (it observed the device by other means
+ * than a call): charged at once, whatever work comes next, as a failure is charged when the chunk
+ * closes. */
+void ag_learner_stalled(ag_learner_t *l, ag_variant_t **cands, int n);
 
 /* A deferral of this variant completed: its failures are forgiven. */
 void ag_learner_succeeded(ag_variant_t *v);

@@ -330,6 +330,7 @@ int main(int argc, char **argv)
      * barrier). Each record follows a kernel that writes the iteration + 1 into *mark: an event found
      * complete whose mark is older is counted (a query answered while its record was still held back). */
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
+    int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
     CUevent qev[2] = {NULL, NULL};
     if (oldquery) {
         CK(cuEventCreate(&qev[0], CU_EVENT_DISABLE_TIMING));
@@ -417,6 +418,21 @@ int main(int argc, char **argv)
                     if (r == CUDA_SUCCESS &&
                         __atomic_load_n((const int *)(uintptr_t)mark, __ATOMIC_ACQUIRE) < (cur ? it + 1 : it))
                         qviolations++;
+                }
+            }
+            if (spin && k == 20) {
+                /* the host waits for a kernel's write to memory it reads directly (zero-copy), with no CUDA
+                 * call until it sees it: the GPU runs what it was given meanwhile (fakecuda_run_all) */
+                int v = it + 1;
+                void *m[] = {&mark, &v};
+                CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
+                uint64_t t0 = fc_prog_now_ns();
+                while (__atomic_load_n((const int *)(uintptr_t)mark, __ATOMIC_ACQUIRE) < it + 1) {
+                    fakecuda_run_all();
+                    if (fc_prog_now_ns() - t0 > 3000000000ull) { /* 3 s: stuck, the write never came */
+                        spin_stuck++;
+                        break;
+                    }
                 }
             }
             if (observe && k == 20) {
@@ -549,6 +565,8 @@ int main(int argc, char **argv)
     CK(cuCtxSynchronize());
     if (oldquery)
         printf("oldquery violations %d\n", qviolations);
+    if (spin)
+        printf("spin waits stuck %d\n", spin_stuck);
     if (ctxwait) { /* every iteration's copy saw its own mark */
         __atomic_store_n(&cw.request, -1, __ATOMIC_RELEASE);
         pthread_join(cw_thread, NULL);
