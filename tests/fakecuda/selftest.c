@@ -583,6 +583,52 @@ static void test_threads(void)
     OK(cuMemFree(shared_buf));
 }
 
+/* Texture objects over linear memory, external semaphores, the pool limit (fc_interop.c, fc_mem.c). */
+static void test_interop(void)
+{
+    CUdeviceptr d;
+    OK(cuMemAlloc(&d, 256));
+    CUDA_RESOURCE_DESC rd;
+    CUDA_TEXTURE_DESC td;
+    memset(&rd, 0, sizeof(rd));
+    memset(&td, 0, sizeof(td));
+    rd.resType = CU_RESOURCE_TYPE_LINEAR;
+    rd.res.linear.devPtr = d;
+    rd.res.linear.sizeInBytes = 256;
+    CUtexObject tex;
+    OK(cuTexObjectCreate(&tex, &rd, &td, NULL));
+    CHECK(fakecuda_tex_ptr(tex) == d);
+    OK(cuTexObjectDestroy(tex));
+    CHECK(fakecuda_tex_ptr(tex) == 0);
+    ERR(cuTexObjectDestroy(tex), CUDA_ERROR_INVALID_VALUE); /* twice */
+    rd.resType = CU_RESOURCE_TYPE_ARRAY;
+    ERR(cuTexObjectCreate(&tex, &rd, &td, NULL), CUDA_ERROR_INVALID_VALUE); /* only linear memory */
+
+    CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC hd;
+    memset(&hd, 0, sizeof(hd));
+    CUexternalSemaphore sem;
+    OK(cuImportExternalSemaphore(&sem, &hd));
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS sp;
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS wp;
+    memset(&sp, 0, sizeof(sp));
+    memset(&wp, 0, sizeof(wp));
+    sp.params.fence.value = 5;
+    OK(cuSignalExternalSemaphoresAsync(&sem, &sp, 1, NULL));
+    CHECK(fakecuda_semaphore_value(sem) == 5); /* the signal ran with the queued work */
+    wp.params.fence.value = 7;
+    OK(cuWaitExternalSemaphoresAsync(&sem, &wp, 1, NULL));
+    OK(cuMemsetD8Async(d, 3, 1, NULL)); /* behind the wait */
+    unsigned char b = 0;
+    fakecuda_semaphore_set(sem, 7); /* the other API signals: the wait passes */
+    OK(cuStreamSynchronize(NULL));
+    OK(cuMemcpyDtoH(&b, d, 1));
+    CHECK(b == 3);
+    OK(cuDestroyExternalSemaphore(sem));
+    ERR(cuDestroyExternalSemaphore(sem), CUDA_ERROR_INVALID_HANDLE);
+    ERR(cuArrayDestroy(NULL), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuMemFree(d));
+}
+
 int main(void)
 {
     size_t add_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
@@ -612,6 +658,7 @@ int main(void)
     test_graph();
     test_procaddr();
     test_threads();
+    test_interop();
     OK(cuModuleUnload(mod));
     OK(cuDevicePrimaryCtxRelease(0));
     if (failures) fprintf(stderr, "fakecuda selftest: %d failure(s)\n", failures);
