@@ -606,15 +606,9 @@ static void t_event_destroy(void)
 static void t_tex_destroy(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
-        CUDA_RESOURCE_DESC rd;
+        CUDA_RESOURCE_DESC rd = fakecuda_linear_resource(X, N * 4);
         CUDA_TEXTURE_DESC td;
-        memset(&rd, 0, sizeof(rd));
         memset(&td, 0, sizeof(td));
-        rd.resType = CU_RESOURCE_TYPE_LINEAR;
-        rd.res.linear.devPtr = X;
-        rd.res.linear.format = CU_AD_FORMAT_FLOAT;
-        rd.res.linear.numChannels = 1;
-        rd.res.linear.sizeInBytes = N * 4;
         CUtexObject tex;
         CK(cuTexObjectCreate(&tex, &rd, &td, NULL));
         pattern(s1, r);
@@ -688,8 +682,7 @@ static void t_interop_barriers(void)
             pattern(s1, c * 4 + r);
             CUresult rc = CUDA_SUCCESS;
             if (r == 3) {
-                CUDA_RESOURCE_DESC rd;
-                CUDA_TEXTURE_DESC td;
+                CUDA_RESOURCE_DESC rd = fakecuda_linear_resource(Z, N * 4);
                 CUtexObject tex = 0;
                 switch (c) {
                 case 0: rc = cuSignalExternalSemaphoresAsync(&sem, &sp, 1, s1); break;
@@ -700,11 +693,6 @@ static void t_interop_barriers(void)
                 case 5: rc = cuMemMapArrayAsync(NULL, 0, s1); break;
                 case 6: rc = cuStreamAttachMemAsync(s1, X, 0, CU_MEM_ATTACH_SINGLE); break;
                 case 7:
-                    memset(&rd, 0, sizeof(rd));
-                    memset(&td, 0, sizeof(td));
-                    rd.resType = CU_RESOURCE_TYPE_LINEAR;
-                    rd.res.linear.devPtr = Z;
-                    rd.res.linear.sizeInBytes = N * 4;
                     CK(cuSurfObjectCreate(&tex, &rd));
                     rc = cuSurfObjectDestroy(tex);
                     break;

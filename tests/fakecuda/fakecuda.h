@@ -52,6 +52,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,6 +102,19 @@ CUresult fakecuda_unhooked_launch(CUfunction f, unsigned int gx, unsigned int gy
 /* The device address behind a texture or surface object of linear memory (cuTexObjectCreate,
  * cuSurfObjectCreate), for a kernel to read through while it runs; 0 once the object is destroyed. */
 CUdeviceptr fakecuda_tex_ptr(unsigned long long object);
+
+/* The one resource the fake's texture and surface objects take: bytes of linear device memory (floats). */
+static inline CUDA_RESOURCE_DESC fakecuda_linear_resource(CUdeviceptr p, size_t bytes)
+{
+    CUDA_RESOURCE_DESC rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.resType = CU_RESOURCE_TYPE_LINEAR;
+    rd.res.linear.devPtr = p;
+    rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+    rd.res.linear.numChannels = 1;
+    rd.res.linear.sizeInBytes = bytes;
+    return rd;
+}
 
 /* An external semaphore's value as the other API sees it (cuImportExternalSemaphore: any handle type).
  * Reading it first runs the queued work, as a GPU would have by then; setting it is the other API's

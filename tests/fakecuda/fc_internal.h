@@ -243,6 +243,9 @@ CUresult fc_stream_resolve(CUstream h, int ptds, fc_stream **out);
 fc_op *fc_op_new(int kind);
 void fc_op_free(fc_op *op);
 CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq);
+/* A stream write (wait: a wait, with a CU_STREAM_WAIT_VALUE_* comparison in flags) of a 32- or 64-bit
+ * value at addr: stream memory operations, external semaphores. Not under capture (no such nodes). */
+CUresult fc_valop_submit(fc_stream *s, void *addr, uint64_t v, unsigned flags, int is64, int wait);
 uint64_t fc_now_ns(void); /* CLOCK_MONOTONIC */
 void fc_spend(uint64_t ns);
 CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync);

@@ -90,39 +90,34 @@ static CUresult fc_sem_ops(const CUexternalSemaphore *sems, const unsigned long 
     if (!sems || !vals || !n) return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < n; i++)
         if (!fc_obj_valid(sems[i], FC_OBJ_SEM)) return CUDA_ERROR_INVALID_HANDLE;
-    if (st->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no semaphore nodes in the fake */
-    for (unsigned i = 0; i < n; i++) {
-        fc_op *op = fc_op_new(wait ? FC_OP_WAITVAL : FC_OP_WRITEVAL);
-        if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-        op->addr = &((fc_sem *)sems[i])->value;
-        op->val = *(const unsigned long long *)((const char *)vals + i * stride);
-        op->is64 = 1;
-        op->flags = CU_STREAM_WAIT_VALUE_GEQ;
-        if ((r = fc_submit(st, op, NULL))) return r;
-    }
-    return CUDA_SUCCESS;
+    for (unsigned i = 0; i < n && !r; i++)
+        r = fc_valop_submit(st, &((fc_sem *)sems[i])->value,
+                            *(const unsigned long long *)((const char *)vals + i * stride), CU_STREAM_WAIT_VALUE_GEQ,
+                            1, wait);
+    return r;
 }
-#define SIG_ARGS(p) (p) ? &(p)->params.fence.value : NULL, sizeof *(p)
+/* the fence values of signal or wait parameters, and the stride between them */
+#define FENCE_ARGS(p) (p) ? &(p)->params.fence.value : NULL, sizeof *(p)
 CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *p,
                                          unsigned int n, CUstream st)
 {
-    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_LEGACY, 0));
+    FC_API(1, fc_sem_ops(s, FENCE_ARGS(p), n, st, FC_LEGACY, 0));
 }
 CUresult cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *s,
                                               const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *p, unsigned int n,
                                               CUstream st)
 {
-    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_PTDS, 0));
+    FC_API(1, fc_sem_ops(s, FENCE_ARGS(p), n, st, FC_PTDS, 0));
 }
 CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *p,
                                        unsigned int n, CUstream st)
 {
-    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_LEGACY, 1));
+    FC_API(1, fc_sem_ops(s, FENCE_ARGS(p), n, st, FC_LEGACY, 1));
 }
 CUresult cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *s, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *p,
                                             unsigned int n, CUstream st)
 {
-    FC_API(1, fc_sem_ops(s, SIG_ARGS(p), n, st, FC_PTDS, 1));
+    FC_API(1, fc_sem_ops(s, FENCE_ARGS(p), n, st, FC_PTDS, 1));
 }
 
 unsigned long long fakecuda_semaphore_value(CUexternalSemaphore h)

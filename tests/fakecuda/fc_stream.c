@@ -406,6 +406,15 @@ CUresult cuStreamGetId_ptsz(CUstream s, unsigned long long *id) { FC_API(1, fc_s
 CUresult cuStreamGetPriority(CUstream s, int *p) { FC_API(1, fc_stream_info(s, FC_LEGACY, NULL, NULL, NULL, p)); }
 CUresult cuStreamGetPriority_ptsz(CUstream s, int *p) { FC_API(1, fc_stream_info(s, FC_PTDS, NULL, NULL, NULL, p)); }
 
+CUresult fc_valop_submit(fc_stream *s, void *addr, uint64_t v, unsigned flags, int is64, int wait)
+{
+    if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no batch-mem-op or semaphore nodes in the fake */
+    fc_op *op = fc_op_new(wait ? FC_OP_WAITVAL : FC_OP_WRITEVAL);
+    if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+    op->addr = addr, op->val = v, op->is64 = is64, op->flags = flags;
+    return fc_submit(s, op, NULL);
+}
+
 static CUresult fc_memop(CUstream h, int ptds, CUdeviceptr addr, uint64_t v, unsigned flags, int is64, int wait)
 {
     fc_stream *s;
@@ -414,11 +423,7 @@ static CUresult fc_memop(CUstream h, int ptds, CUdeviceptr addr, uint64_t v, uns
     int k = fc_ptr_check((uintptr_t)addr, is64 ? 8 : 4);
     if ((k != FC_PTR_DEVICE && k != FC_PTR_PINNED) || addr % (is64 ? 8 : 4)) return CUDA_ERROR_INVALID_VALUE;
     if (wait ? (flags & ~(3u | CU_STREAM_WAIT_VALUE_FLUSH)) : (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
-    if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no batch-mem-op nodes in the fake */
-    fc_op *op = fc_op_new(wait ? FC_OP_WAITVAL : FC_OP_WRITEVAL);
-    if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-    op->addr = (uint64_t *)(uintptr_t)addr, op->val = v, op->is64 = is64, op->flags = flags;
-    return fc_submit(s, op, NULL);
+    return fc_valop_submit(s, (void *)(uintptr_t)addr, v, flags, is64, wait);
 }
 #define MEMOP(name, T, is64, wait)                                                                 \
     CUresult name(CUstream s, CUdeviceptr a, T v, unsigned int f) { FC_API(1, fc_memop(s, FC_LEGACY, a, v, f, is64, wait)); } \

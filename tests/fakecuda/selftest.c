@@ -583,18 +583,14 @@ static void test_threads(void)
     OK(cuMemFree(shared_buf));
 }
 
-/* Texture objects over linear memory, external semaphores, the pool limit (fc_interop.c, fc_mem.c). */
+/* Texture objects over linear memory and external semaphores (fc_interop.c). */
 static void test_interop(void)
 {
     CUdeviceptr d;
     OK(cuMemAlloc(&d, 256));
-    CUDA_RESOURCE_DESC rd;
+    CUDA_RESOURCE_DESC rd = fakecuda_linear_resource(d, 256);
     CUDA_TEXTURE_DESC td;
-    memset(&rd, 0, sizeof(rd));
     memset(&td, 0, sizeof(td));
-    rd.resType = CU_RESOURCE_TYPE_LINEAR;
-    rd.res.linear.devPtr = d;
-    rd.res.linear.sizeInBytes = 256;
     CUtexObject tex;
     OK(cuTexObjectCreate(&tex, &rd, &td, NULL));
     CHECK(fakecuda_tex_ptr(tex) == d);
