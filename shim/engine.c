@@ -128,7 +128,7 @@ static struct {
     uint64_t stalls;
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
-    uint64_t replayed, graph_launches, copies_out;
+    uint64_t replayed, graph_launches, copies_out, d2h_pinned_held;
     /* syncs and queries of threads that issue no work (ag_engine_observe): passed untouched, and those
      * that had to issue held work first */
     uint64_t observer_passed, observer_flushes;
@@ -513,7 +513,7 @@ static void flush_eager(int reason)
     uint32_t f = 0;
     for (uint32_t i = 0; i < E.npending; i++) {
         issue_frees(&f, i);
-        if (E.pending[i].kind == OP_D2H)
+        if (E.pending[i].kind == OP_D2H && E.pending[i].stage >= 0)
             continue; /* blocking, and always the last: its caller issues it after leaving the lock */
         CUresult r = ag_issue(&E.pending[i], E.pending[i].stream, E.arena);
         if (r != CUDA_SUCCESS)
@@ -649,7 +649,7 @@ static void complete(ag_variant_t *v)
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;
-        if (E.pending[i].kind == OP_D2H)
+        if (E.pending[i].kind == OP_D2H && E.pending[i].stage >= 0)
             E.copyout = ag_graph_d2h_dst(g, i);
     }
     drained();
@@ -1679,12 +1679,40 @@ static CUresult d2h_common(const dcall_t *c, int async)
         leave();
         return eager_d2h(c);
     }
-    int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->n <= AG_D2H_STAGING_MAX;
-    if (ok && async) { /* into pinned memory the copy is truly asynchronous: not ours to end a graph */
+    int ok = !per_thread(c->id, c->stream) && c->n > 0;
+    int pinned = 0;
+    if (ok && async) {
+        /* Into page-locked memory the copy is truly asynchronous: the host may read the bytes only after a
+         * sync, query or host function that covers it (each a barrier here), so it is held back like any
+         * other operation, and the graph writes the application's buffer itself. Into pageable memory
+         * CUDA makes it blocking (below). Managed or device memory: a barrier. */
         unsigned type = 0;
-        ok = !ag_drv.cuPointerGetAttribute ||
-             ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)c->dst) !=
-                 CUDA_SUCCESS;
+        CUresult pr = ag_drv.cuPointerGetAttribute
+                          ? ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                         (CUdeviceptr)(uintptr_t)c->dst)
+                          : CUDA_ERROR_NOT_SUPPORTED;
+        pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+        ok = pinned || pr == CUDA_ERROR_INVALID_VALUE;
+    }
+    ok = ok && (pinned || c->n <= AG_D2H_STAGING_MAX);
+    if (ok && pinned) {
+        ag_op_t o;
+        memset(&o, 0, offsetof(ag_op_t, attrs));
+        o.kind = OP_D2H;
+        o.id = AG_ID_cuMemcpyDtoHAsync_v2;
+        o.stage = -1; /* the graph writes the application's page-locked buffer */
+        o.stream = norm_stream(c->stream);
+        o.hdst = c->dst;
+        o.src = c->src;
+        o.n = c->n;
+        uint64_t sig;
+        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
+            leave();
+            return issue_now(eager_d2h, c, sig, 0, 0, 0);
+        }
+        E.d2h_pinned_held++;
+        leave();
+        return CUDA_SUCCESS;
     }
     if (!ok) {
         barrier(0xba77ULL + (uint64_t)c->id, FB_BARRIER);
@@ -2085,7 +2113,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"launches_eager_through_engine\": %llu,\n    \"host_ns_engine_per_launch\": %.1f,\n"
                "    \"rests\": %llu,\n    \"segments_rested\": %llu,\n    \"rests_ended_by_operations\": %llu,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
-               "    \"blocking_copies_in_graphs\": %llu,\n    \"stopped_by_guard\": %s,\n"
+               "    \"blocking_copies_in_graphs\": %llu,\n    \"pinned_d2h_copies_held\": %llu,\n"
+               "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n    \"graphs_at_second_sighting\": %llu,\n"
@@ -2100,7 +2129,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             per_match, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)E.eager_kernels, per_launch,
             (unsigned long long)E.rest.rests, (unsigned long long)E.rested_segments,
             (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
-            (unsigned long long)E.copies_out, E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
+            (unsigned long long)E.copies_out, (unsigned long long)E.d2h_pinned_held,
+            E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
             (unsigned long long)E.graphs_at_second,

@@ -251,7 +251,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     if (!g->nodes || !g->kp || !g->ops || !g->args || !g->d2h_dst)
         goto fail;
     for (uint32_t i = 0; i < n; i++)
-        if (c->ops[i].kind == OP_D2H && !(g->d2h_dst[i] = ag_thread_staging()))
+        if (c->ops[i].kind == OP_D2H && c->ops[i].stage >= 0 && !(g->d2h_dst[i] = ag_thread_staging()))
             goto fail;
     memcpy(g->ops, c->ops, sizeof *g->ops * n);
     if (c->arena_used) /* a chunk without kernels may have no arena at all */
@@ -299,7 +299,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
             ok = r == CUDA_SUCCESS;
             continue;
         }
-        if (o->kind == OP_D2H)
+        if (o->kind == OP_D2H && o->stage >= 0)
             r = REAL(cuMemcpyDtoHAsync_v2)(g->d2h_dst[i], o->src, o->n, cs);
         else
             r = ag_issue(o, cs, c->arena);
@@ -409,8 +409,9 @@ static int same_shape(const ag_op_t *a, const ag_op_t *b)
     case OP_EVWAIT:
         return a->rec_idx == b->rec_idx && a->flags == b->flags;
     case OP_H2D:
+    case OP_D2H:
         return a->n == b->n && (a->stage >= 0) == (b->stage >= 0);
-    default: /* OP_COPY, OP_D2H */
+    default: /* OP_COPY */
         return a->n == b->n;
     }
 }
@@ -496,6 +497,17 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
             break;
         }
         case OP_D2H: {
+            if (now->stage < 0) { /* into the application's page-locked buffer */
+                if (now->src == was->src && now->hdst == was->hdst)
+                    continue;
+                t0 = ag_now_ns();
+                r = set_copy_node(g, i, now->src, NULL, 0, now->hdst, now->n);
+                if (r == CUDA_SUCCESS) {
+                    was->src = now->src;
+                    was->hdst = now->hdst;
+                }
+                break;
+            }
             void *stage = ag_thread_staging();
             if (!stage)
                 return -1;

@@ -191,7 +191,7 @@ uint64_t ag_op_sig(const ag_op_t *o)
         h = fold(h, (uint64_t)o->flags | (uint64_t)(uint32_t)o->rec_idx << 32);
         break;
     case OP_D2H:
-        h = fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40);
+        h = fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40 ^ (uint64_t)(o->stage >= 0) << 63);
         break;
     case OP_H2D:
         h = fold(h, (uint64_t)o->n ^ (uint64_t)(o->stage >= 0) << 63);

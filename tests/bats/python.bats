@@ -42,6 +42,17 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/mlpasync/stats.json" replay.graphs_built)" -le 40 ]
 }
 
+@test "PyTorch MLP reading its loss through page-locked memory, 200 steps: bit-identical losses, the copies held back" {
+    need torch
+    # the loss copied with non_blocking=True into a pinned tensor (two slots in turn), then a stream
+    # sync: the copy is held back in the step's last graph, the sync is the barrier
+    run_pair "$BATS_TEST_TMPDIR/mlppin" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200 --pinned-loss
+    same_output "$BATS_TEST_TMPDIR/mlppin"
+    summary "$BATS_TEST_TMPDIR/mlppin" torch_mlp_pinned
+    replayed_at_least "$BATS_TEST_TMPDIR/mlppin" 90
+    [ "$(stat "$BATS_TEST_TMPDIR/mlppin/stats.json" replay.pinned_d2h_copies_held)" -ge 150 ]
+}
+
 @test "PyTorch MLP with the shim paused and back in turn (autograph_pause): identical losses, replay picks up" {
     need torch
     local d=$BATS_TEST_TMPDIR/ab all

@@ -331,6 +331,14 @@ int main(int argc, char **argv)
      * complete whose mark is older is counted (a query answered while its record was still held back). */
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
     int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
+    /* d2hpinned: device-to-host copies into page-locked memory, held back with the launches */
+    int d2hpinned = strcmp(which, "d2hpinned") == 0;
+    float *pin_out = NULL;
+    CUevent d2h_ev = NULL;
+    if (d2hpinned || pt) {
+        CK(cuMemAllocHost((void **)&pin_out, 3 * 8 * 64 * sizeof(float)));
+        CK(cuEventCreate(&d2h_ev, CU_EVENT_DISABLE_TIMING));
+    }
     CUevent qev[2] = {NULL, NULL};
     if (oldquery) {
         CK(cuEventCreate(&qev[0], CU_EVENT_DISABLE_TIMING));
@@ -508,6 +516,24 @@ int main(int argc, char **argv)
                 }
                 CK(copy_hd(buf[2 + (it + 1) % 2], pinned, 64 * sizeof(float), stream));
             }
+            if (k % 5 == 4 && (pt || d2hpinned)) {
+                /* an asynchronous copy into page-locked memory, of y, which the next launches overwrite:
+                 * held back with them, it must still read the y of its place in the stream; the host
+                 * reads it only after a sync that covers it. The destination moves: three sets of slots
+                 * in turn, one per iteration. */
+                CK(copy_dh(pin_out + ((size_t)(it % 3) * 8 + (size_t)(k / 5)) * 64, y, 64 * sizeof(float), stream));
+            }
+            if (d2hpinned && k == 30) {
+                /* the slots written so far, after an event sync (odd iterations) or a query that answers
+                 * ready (even: the fake runs the work meanwhile) */
+                CK(cuEventRecord(d2h_ev, stream));
+                if (it % 2)
+                    CK(cuEventSynchronize(d2h_ev));
+                else
+                    while (cuEventQuery(d2h_ev) == CUDA_ERROR_NOT_READY)
+                        fakecuda_run_all();
+                h = fc_prog_fnv(h, pin_out + (size_t)(it % 3) * 8 * 64, 6 * 64 * sizeof(float));
+            }
             if (k % 10 == 5 && (pt || strcmp(which, "memops") == 0)) {
                 CK(memset8(buf[2 + (it + 1) % 2], (unsigned char)(it & 1), 16, stream));
                 CK(copy_dd(buf[(it + 1) % 2], x, 64, stream));
@@ -548,6 +574,9 @@ int main(int argc, char **argv)
             CK(copy_dh(&loss, s, sizeof loss, stream));
             CK(cuStreamSynchronize(stream));
             h = fc_prog_fnv(h, &loss, sizeof loss);
+            if (d2hpinned || pt) /* the slots not read at k == 30 */
+                h = fc_prog_fnv(h, pin_out + ((size_t)(it % 3) * 8 + (d2hpinned ? 6 : 0)) * 64,
+                                (d2hpinned ? 2 : 8) * 64 * sizeof(float));
         }
         if (pause_fn) { /* after the step's sync: five iterations with the shim, five paused, and so on */
             int want = (it + 1) % 10 >= 5, was = pause_fn(want);

@@ -11,6 +11,8 @@ shim must leave to it) and adds "profiled_cuda_events: <n>" on stderr.
 the shim and paused (its autograph_pause: every call straight to the driver) in turn, switched after a
 step's loss.item(); stderr gets "ab_step_us: shim <median> paused <median> blocks <n>" (each block's first
 step left out). The losses stay bit-identical to a plain run.
+--pinned-loss reads each step's loss through page-locked memory (a non_blocking device-to-host copy, then
+a stream sync) instead of loss.item(): the losses are the same.
 """
 import argparse
 import contextlib
@@ -45,6 +47,9 @@ def main():
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     ap.add_argument("--graph", action="store_true", help="hand-captured torch.cuda.graphs ceiling")
     ap.add_argument("--profile", action="store_true", help="run the steps under torch.profiler")
+    ap.add_argument("--pinned-loss", action="store_true",
+                    help="read each step's loss through page-locked memory (a non_blocking copy, then a "
+                         "stream sync) instead of loss.item()")
     ap.add_argument("--ab", type=int, default=0, metavar="B",
                     help="blocks of B steps with the shim and paused in turn (needs the shim)")
     args = ap.parse_args()
@@ -93,12 +98,23 @@ def main():
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         step_model = torch.compile(model) if args.compile else model
+        # --pinned-loss: two page-locked slots in turn (the copy's destination moves every step)
+        pinned = torch.empty(2, pin_memory=True) if args.pinned_loss else None
+
+        def read_pinned(loss, i):
+            pinned[i % 2].copy_(loss.detach(), non_blocking=True)
+            torch.cuda.current_stream().synchronize()
+            return pinned[i % 2].item()
+
         def step(i):
             opt.zero_grad(set_to_none=True)
             loss = F.mse_loss(step_model(xs[i % POOL]), ys[i % POOL])
             loss.backward()
             opt.step()
-            losses.append(timed_sync(loss.item))  # D2H copy + sync every step, like real training loops
+            if pinned is not None:
+                losses.append(timed_sync(lambda: read_pinned(loss, i)))
+            else:
+                losses.append(timed_sync(loss.item))  # D2H copy + sync every step, like real training loops
 
     ab_mode = []  # --ab: each step's mode (0 with the shim, 1 paused, -1 a block's first step or warm-up)
     if args.ab > 0:
