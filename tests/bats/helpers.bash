@@ -68,7 +68,9 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" sampled_busy={(r.get('replay_sampled') or {}).get('graph_busy', '-')}"
       f" rests={r.get('rests', '-')}/{r.get('segments_rested', '-')}"
       f" probes={'/'.join(str(v) for v in (r.get('profit') or {}).values()) or '-'}"
-      f" observer={r.get('observer_syncs_passed', '-')}/{r.get('observer_syncs_flushed', '-')}")
+      f" observer={r.get('observer_syncs_passed', '-')}/{r.get('observer_syncs_flushed', '-')}"
+      f" stalls={r.get('stall_flushes', '-')} pinned_d2h={r.get('pinned_d2h_copies_held', '-')}"
+      f" memcpy_async={s.get('calls', {}).get('cuMemcpyAsync', 0)}")
 PY
 }
 
