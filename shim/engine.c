@@ -1507,9 +1507,22 @@ static CUresult eager_memset(const void *p)
     }
 }
 
+/* cuMemcpyAsync, the unified form (below): its eager issue goes back through it, whatever the direction. */
+static int unified_copy(ag_id_t id)
+{
+    return id == AG_ID_cuMemcpyAsync || id == AG_ID_cuMemcpyAsync_ptsz;
+}
+
+static CUresult eager_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return ((ag_fn_cuMemcpyAsync_t)ag_real[id])(dst, src, n, s);
+}
+
 static CUresult eager_copy(const void *p)
 {
     const mcall_t *c = p;
+    if (unified_copy(c->id))
+        return eager_unified(c->id, c->dst, c->src, c->n, c->stream);
     return ((ag_fn_cuMemcpyDtoDAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
 }
 
@@ -1660,6 +1673,8 @@ typedef struct {
 static CUresult eager_d2h(const void *p)
 {
     const dcall_t *c = p;
+    if (unified_copy(c->id))
+        return eager_unified(c->id, (CUdeviceptr)(uintptr_t)c->dst, c->src, c->n, c->stream);
     if (c->id == AG_ID_cuMemcpyDtoH_v2 || c->id == AG_ID_cuMemcpyDtoH_v2_ptds)
         return ((ag_fn_cuMemcpyDtoH_v2_t)ag_real[c->id])(c->dst, c->src, c->n);
     return ((ag_fn_cuMemcpyDtoHAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
@@ -1761,14 +1776,21 @@ typedef struct {
 static CUresult eager_h2d(const void *p)
 {
     const hcall_t *c = p;
+    if (unified_copy(c->id))
+        return eager_unified(c->id, c->dst, (CUdeviceptr)(uintptr_t)c->src, c->n, c->stream);
     return ((ag_fn_cuMemcpyHtoDAsync_v2_t)ag_real[c->id])(c->dst, c->src, c->n, c->stream);
 }
 
 /* An asynchronous host-to-device copy is deferrable: from pinned memory the graph reads the
  * application's buffer when it runs (as CUDA would), from pageable memory a snapshot taken at the call. */
-CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s)
+static CUresult h2d_common(const hcall_t *cp)
 {
-    hcall_t c = {id, dst, src, n, s};
+    const hcall_t c = *cp;
+    ag_id_t id = c.id;
+    CUdeviceptr dst = c.dst;
+    const void *src = c.src;
+    size_t n = c.n;
+    CUstream s = c.stream;
     if (!enter())
         return eager_h2d(&c);
     unsigned type = 0;
@@ -1803,6 +1825,12 @@ CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_
     return r;
 }
 
+CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    hcall_t c = {id, dst, src, n, s};
+    return h2d_common(&c);
+}
+
 CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n)
 {
     dcall_t c = {id, dst, src, n, NULL};
@@ -1813,6 +1841,63 @@ CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, C
 {
     dcall_t c = {id, dst, src, n, s};
     return d2h_common(&c, 1);
+}
+
+/* The memory a pointer of a unified copy lies in: CU_MEMORYTYPE_DEVICE (device memory, of any context:
+ * a copy between two devices is a peer copy, which a graph's copy node makes too), CU_MEMORYTYPE_HOST
+ * (page-locked), -1 for pageable memory (the driver knows nothing of it), 0 for anything else (managed
+ * memory, or the driver cannot tell). */
+static int unified_side(CUdeviceptr p)
+{
+    if (!ag_drv.cuPointerGetAttribute)
+        return 0;
+    unsigned type = 0;
+    CUresult r = ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return -1;
+    if (r != CUDA_SUCCESS || (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_HOST))
+        return 0;
+    if (type == CU_MEMORYTYPE_DEVICE) {
+        int managed = 0;
+        r = ag_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+        if (r != CUDA_SUCCESS || managed)
+            return 0;
+    }
+    return (int)type;
+}
+
+/* cuMemcpyAsync, the unified form: CUDA tells the direction from the pointers (cudaMemcpyAsync with
+ * cudaMemcpyDefault, as CuPy copies), and so does the engine, which then takes it as the form of that
+ * direction: device to device, host to device (from page-locked or pageable memory), device to host
+ * (into page-locked memory held back, into pageable memory blocking). Managed memory, host to host, or
+ * a pointer the driver cannot place: a barrier. Issued eagerly, it goes back through cuMemcpyAsync. */
+CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    int to = unified_side(dst), from = unified_side(src);
+    if (from == CU_MEMORYTYPE_DEVICE && to != CU_MEMORYTYPE_DEVICE && to != 0) {
+        dcall_t c = {id, (void *)(uintptr_t)dst, src, n, s};
+        return d2h_common(&c, 1); /* resting too: a blocking copy may end a segment */
+    }
+    int kind = from == CU_MEMORYTYPE_DEVICE && to == CU_MEMORYTYPE_DEVICE ? 1
+               : to == CU_MEMORYTYPE_DEVICE && from != 0        ? 2
+                                                                : 0;
+    if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed) != AG_ENGINE_ACTIVE && kind) {
+        ag_engine_rested(); /* resting: as the other deferrable calls, straight to the driver */
+        return eager_unified(id, dst, src, n, s);
+    }
+    if (kind == 1) {
+        mcall_t c = {id, dst, src, 0, 0, n, s};
+        return mem_common(&c);
+    }
+    if (kind == 2) {
+        hcall_t c = {id, dst, (const void *)(uintptr_t)src, n, s};
+        return h2d_common(&c);
+    }
+    if (!enter())
+        return eager_unified(id, dst, src, n, s);
+    barrier(0xba77ULL + (uint64_t)id, FB_BARRIER);
+    leave();
+    return eager_unified(id, dst, src, n, s);
 }
 
 CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)

@@ -125,6 +125,8 @@
 #define AG_ENGINE_cuMemcpyDtoH_v2_ptds ag_engine_d2h
 #define AG_ENGINE_cuMemcpyDtoHAsync_v2 ag_engine_d2h_async
 #define AG_ENGINE_cuMemcpyDtoHAsync_v2_ptsz ag_engine_d2h_async
+#define AG_ENGINE_cuMemcpyAsync ag_engine_copy_unified
+#define AG_ENGINE_cuMemcpyAsync_ptsz ag_engine_copy_unified
 #define AG_ENGINE_cuMemFreeAsync ag_engine_free_async
 #define AG_ENGINE_cuMemFreeAsync_ptsz ag_engine_free_async
 

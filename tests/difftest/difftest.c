@@ -166,6 +166,11 @@ typedef struct {
     int pin_idx; /* H2D_PINNED: index among those ops */
 } op_t;
 
+/* About one copy in three goes through the unified cuMemcpyAsync (the direction from the pointers, as
+ * cudaMemcpyDefault and CuPy copy), chosen from the operation's own fields: the programs' random draws,
+ * and so every seed's program, stay as they were. */
+static int unified(const op_t *o) { return (o->off + 7 * o->cnt) % 3 == 0; }
+
 typedef struct prog {
     uint64_t seed;
     dt_rng_t rng;
@@ -525,7 +530,10 @@ static void exec_op(prog_t *p, int idx, int it)
         break;
     }
     case OP_D2D:
-        DT_CK(S, cuMemcpyDtoDAsync(b + (CUdeviceptr)o->off * 4, a, (size_t)o->cnt * 4, p->s_main));
+        if (unified(o))
+            DT_CK(S, cuMemcpyAsync(b + (CUdeviceptr)o->off * 4, a, (size_t)o->cnt * 4, p->s_main));
+        else
+            DT_CK(S, cuMemcpyDtoDAsync(b + (CUdeviceptr)o->off * 4, a, (size_t)o->cnt * 4, p->s_main));
         break;
     case OP_H2D_SYNC:
         for (int i = 0; i < RD; i++) tmpf[i] = o->f[0] * (float)i + (float)sc * 0.25f;
@@ -545,26 +553,39 @@ static void exec_op(prog_t *p, int idx, int it)
         break;
     case OP_D2H_PAGEABLE: /* CUDA makes this one blocking: the value may be read at once */
         memset(tmpf, 0, sizeof(tmpf));
-        DT_CK(S, cuMemcpyDtoHAsync(tmpf, a + (CUdeviceptr)o->off * 4, (size_t)o->cnt * 4, p->s_main));
+        if (unified(o))
+            DT_CK(S, cuMemcpyAsync((CUdeviceptr)(uintptr_t)tmpf, a + (CUdeviceptr)o->off * 4, (size_t)o->cnt * 4, p->s_main));
+        else
+            DT_CK(S, cuMemcpyDtoHAsync(tmpf, a + (CUdeviceptr)o->off * 4, (size_t)o->cnt * 4, p->s_main));
         covered(p);
         hash_reads(p, tmpf, o->cnt);
         break;
     case OP_D2H_PINNED: {
         if (p->npin_out >= p->pin_out_cap || p->nread_pending >= 4096) break;
         int slot = p->npin_out++;
-        DT_CK(S, cuMemcpyDtoHAsync(p->pin_out + (size_t)slot * RD, a + (CUdeviceptr)o->off * 4, (size_t)RD * 4, p->s_main));
+        float *dst = p->pin_out + (size_t)slot * RD;
+        if (unified(o))
+            DT_CK(S, cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, a + (CUdeviceptr)o->off * 4, (size_t)RD * 4, p->s_main));
+        else
+            DT_CK(S, cuMemcpyDtoHAsync(dst, a + (CUdeviceptr)o->off * 4, (size_t)RD * 4, p->s_main));
         p->pending[p->nread_pending++] = slot;
         break;
     }
     case OP_H2D_PAGEABLE:
         for (int i = 0; i < RD; i++) p->pageable[i] = o->f[0] - (float)i * 0.0625f + (float)sc;
-        DT_CK(S, cuMemcpyHtoDAsync(a + (CUdeviceptr)o->off * 4, p->pageable, (size_t)o->cnt * 4, p->s_main));
+        if (unified(o))
+            DT_CK(S, cuMemcpyAsync(a + (CUdeviceptr)o->off * 4, (CUdeviceptr)(uintptr_t)p->pageable, (size_t)o->cnt * 4, p->s_main));
+        else
+            DT_CK(S, cuMemcpyHtoDAsync(a + (CUdeviceptr)o->off * 4, p->pageable, (size_t)o->cnt * 4, p->s_main));
         for (int i = 0; i < RD; i++) p->pageable[i] = -1234.5f; /* legal: CUDA staged the source */
         break;
     case OP_H2D_PINNED: { /* a slot per iteration: never rewritten while a copy may read it */
         float *src = p->pin_in + ((size_t)it * (size_t)p->npin_in + (size_t)o->pin_idx) * RD;
         for (int i = 0; i < RD; i++) src[i] = o->f[0] * 0.5f + (float)(i + sc);
-        DT_CK(S, cuMemcpyHtoDAsync(a + (CUdeviceptr)o->off * 4, src, (size_t)o->cnt * 4, p->s_main));
+        if (unified(o))
+            DT_CK(S, cuMemcpyAsync(a + (CUdeviceptr)o->off * 4, (CUdeviceptr)(uintptr_t)src, (size_t)o->cnt * 4, p->s_main));
+        else
+            DT_CK(S, cuMemcpyHtoDAsync(a + (CUdeviceptr)o->off * 4, src, (size_t)o->cnt * 4, p->s_main));
         break;
     }
     case OP_SYNC:

@@ -19,6 +19,17 @@
 
 #define N 1024
 
+/* The unified copy (cuMemcpyAsync) in the shapes of the three directional ones. */
+static CUresult u_dd(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return cuMemcpyAsync(d, s, n, st); }
+static CUresult u_hd(CUdeviceptr d, const void *s, size_t n, CUstream st)
+{
+    return cuMemcpyAsync(d, (CUdeviceptr)(uintptr_t)s, n, st);
+}
+static CUresult u_dh(void *d, CUdeviceptr s, size_t n, CUstream st)
+{
+    return cuMemcpyAsync((CUdeviceptr)(uintptr_t)d, s, n, st);
+}
+
 /* y[i] = a * x[i] + b */
 static void k_axpb(void **args, const fakecuda_dims_t *d)
 {
@@ -244,6 +255,14 @@ int main(int argc, char **argv)
     copy_hd_fn_t copy_hd = cuMemcpyHtoDAsync;
     copy_dh_fn_t copy_dh = cuMemcpyDtoHAsync;
     evrec_fn_t evrec = cuEventRecord;
+    /* unified: every copy of the h2d, memops and d2hpinned cases, and the step's read of its loss, through
+     * the unified cuMemcpyAsync (the direction from the pointers) */
+    int uni = strcmp(which, "unified") == 0;
+    if (uni) {
+        copy_dd = u_dd;
+        copy_hd = u_hd;
+        copy_dh = u_dh;
+    }
     /* the per-thread default stream cases also make every other kind of operation the engine could hold */
     int pt = strcmp(which, "ptds") == 0 || strcmp(which, "ptsz") == 0;
     if (strcmp(which, "ptds") == 0)
@@ -332,7 +351,7 @@ int main(int argc, char **argv)
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
     int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
     /* d2hpinned: device-to-host copies into page-locked memory, held back with the launches */
-    int d2hpinned = strcmp(which, "d2hpinned") == 0;
+    int d2hpinned = strcmp(which, "d2hpinned") == 0 || uni;
     float *pin_out = NULL;
     CUevent d2h_ev = NULL;
     if (d2hpinned || pt) {
@@ -495,7 +514,7 @@ int main(int argc, char **argv)
                 void *r[] = {&x, &seed, &off, &len};
                 CK(launch(noise, 1, 1, 1, 64, 1, 1, 0, stream, r, NULL));
             }
-            if (k % 5 == 2 && (pt || strcmp(which, "h2d") == 0)) {
+            if (k % 5 == 2 && (pt || uni || strcmp(which, "h2d") == 0)) {
                 /* pageable source rewritten right after the call (legal: CUDA stages it), and a pinned one */
                 static float pageable[1024];
                 for (int q = 0; q < 1024; q++)
@@ -534,7 +553,7 @@ int main(int argc, char **argv)
                         fakecuda_run_all();
                 h = fc_prog_fnv(h, pin_out + (size_t)(it % 3) * 8 * 64, 6 * 64 * sizeof(float));
             }
-            if (k % 10 == 5 && (pt || strcmp(which, "memops") == 0)) {
+            if (k % 10 == 5 && (pt || uni || strcmp(which, "memops") == 0)) {
                 CK(memset8(buf[2 + (it + 1) % 2], (unsigned char)(it & 1), 16, stream));
                 CK(copy_dd(buf[(it + 1) % 2], x, 64, stream));
             }
