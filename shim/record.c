@@ -181,8 +181,8 @@ uint64_t ag_op_sig(const ag_op_t *o)
     case OP_MEMSET:
         h = fold(h, (uint64_t)o->n ^ (uint64_t)o->elem << 56);
         break;
-    case OP_COPY:
-        h = fold(h, (uint64_t)o->n);
+    case OP_COPY: /* the entry point too: a graph checks it (a device-to-device or a unified copy) */
+        h = fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40);
         break;
     case OP_EVREC:
         h = fold(h, (uint64_t)o->id);
