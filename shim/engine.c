@@ -1783,46 +1783,39 @@ static CUresult eager_h2d(const void *p)
 
 /* An asynchronous host-to-device copy is deferrable: from pinned memory the graph reads the
  * application's buffer when it runs (as CUDA would), from pageable memory a snapshot taken at the call. */
-static CUresult h2d_common(const hcall_t *cp)
+static CUresult h2d_common(const hcall_t *c)
 {
-    const hcall_t c = *cp;
-    ag_id_t id = c.id;
-    CUdeviceptr dst = c.dst;
-    const void *src = c.src;
-    size_t n = c.n;
-    CUstream s = c.stream;
     if (!enter())
-        return eager_h2d(&c);
+        return eager_h2d(c);
     unsigned type = 0;
     CUresult pr = ag_drv.cuPointerGetAttribute
-                      ? ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)src)
+                      ? ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)c->src)
                       : CUDA_ERROR_NOT_SUPPORTED;
     int pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
     int pageable = pr == CUDA_ERROR_INVALID_VALUE;
-    CUresult r;
-    if (per_thread(id, s) || n == 0 || n > ((size_t)ag_opt(AG_OPT_STAGING_KB)->num << 10) || (!pinned && !pageable)) {
-        barrier(0xba77ULL + (uint64_t)id, FB_UNDEFERRABLE);
+    /* a pageable source is snapshotted into a staging buffer: one that fits; a page-locked one, any size */
+    if (per_thread(c->id, c->stream) || c->n == 0 || (!pinned && !pageable) ||
+        (pageable && c->n > ((size_t)ag_opt(AG_OPT_STAGING_KB)->num << 10))) {
+        barrier(0xba77ULL + (uint64_t)c->id, FB_UNDEFERRABLE);
         leave(); /* a pageable copy may block: never under the lock */
-        return eager_h2d(&c);
-    } else {
-        ag_op_t o;
-        memset(&o, 0, offsetof(ag_op_t, attrs));
-        o.kind = OP_H2D;
-        o.id = AG_ID_cuMemcpyHtoDAsync_v2;
-        o.stream = norm_stream(s);
-        o.dst = dst;
-        o.hsrc = src;
-        o.n = n;
-        o.stage = pageable ? 0 : -1; /* the buffer is chosen when the copy is held back */
-        uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
-            leave();
-            return issue_now(eager_h2d, &c, sig, 0, 0, 0);
-        }
-        r = CUDA_SUCCESS;
+        return eager_h2d(c);
+    }
+    ag_op_t o;
+    memset(&o, 0, offsetof(ag_op_t, attrs));
+    o.kind = OP_H2D;
+    o.id = AG_ID_cuMemcpyHtoDAsync_v2;
+    o.stream = norm_stream(c->stream);
+    o.dst = c->dst;
+    o.hsrc = c->src;
+    o.n = c->n;
+    o.stage = pageable ? 0 : -1; /* the buffer is chosen when the copy is held back */
+    uint64_t sig;
+    if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
+        leave();
+        return issue_now(eager_h2d, c, sig, 0, 0, 0);
     }
     leave();
-    return r;
+    return CUDA_SUCCESS;
 }
 
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s)

@@ -535,6 +535,23 @@ int main(int argc, char **argv)
                 }
                 CK(copy_hd(buf[2 + (it + 1) % 2], pinned, 64 * sizeof(float), stream));
             }
+            if (k == 21 && (pt || uni || strcmp(which, "h2d") == 0)) {
+                /* a page-locked source of 16 KB (larger than engine.h2d_small_staging's staging buffers,
+                 * which only pageable sources need), written once, read when the copy runs */
+                static float *pinned_big;
+                static CUdeviceptr big;
+                if (!pinned_big) {
+                    CK(cuMemAllocHost((void **)&pinned_big, 4 * N * sizeof(float)));
+                    for (int q = 0; q < 4 * N; q++)
+                        pinned_big[q] = (float)(q % 97) * 0.25f;
+                    CK(cuMemAlloc(&big, 4 * N * sizeof(float)));
+                }
+                CK(copy_hd(big, pinned_big, 4 * N * sizeof(float), stream));
+                CUdeviceptr part = big + (CUdeviceptr)(it % 4) * N * sizeof(float);
+                int nn = N;
+                void *ap[] = {&x, &part, &nn};
+                CK(launch(acc, 1, 1, 1, 32, 1, 1, 0, stream, ap, NULL));
+            }
             if (k % 5 == 4 && (pt || d2hpinned)) {
                 /* an asynchronous copy into page-locked memory, of y, which the next launches overwrite:
                  * held back with them, it must still read the y of its place in the stream; the host
