@@ -123,6 +123,11 @@ static struct {
     } *frees;
     uint32_t nfrees, cap_frees;
     uint64_t frees_held, frees_oom_released;
+    /* Events the program has timed (given to cuEventElapsedTime): a record of one is a barrier, issued
+     * at its place in the stream, not after the chunk's graph as the other held records are (which
+     * would time the graph's end). Destroying an event forgets it. */
+    ag_ptrset_t timed_events;
+    uint64_t timed_records;
     /* the stall watcher (AUTOGRAPH_STALL_MS): started with the first held operation */
     int watcher_started;
     uint64_t stalls;
@@ -1625,9 +1630,12 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
     o.event = c->ev;
     o.flags = c->flags;
     CUresult r;
-    /* External records and waits with flags are for other processes or graphs: not ours to hold. */
-    if (per_thread(c->id, c->stream) || c->flags != 0 || !c->ev) {
-        barrier(0xdefe4ULL, FB_UNDEFERRABLE);
+    /* External records and waits with flags are for other processes or graphs: not ours to hold. A
+     * record of an event the program times is issued at its place (the held work first). */
+    int timed = kind == OP_EVREC && c->ev && ag_ptrset_has(&E.timed_events, (uint64_t)(uintptr_t)c->ev);
+    E.timed_records += (uint64_t)timed;
+    if (per_thread(c->id, c->stream) || c->flags != 0 || !c->ev || timed) {
+        barrier(timed ? 0x7173dULL : 0xdefe4ULL, FB_UNDEFERRABLE);
         if (kind == OP_EVREC && c->ev)
             seg_record(c->ev);
         leave();
@@ -1991,6 +1999,16 @@ static int issuer(void)
 
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
 {
+    if ((id == AG_ID_cuEventElapsedTime || id == AG_ID_cuEventElapsedTime_v2) && a && b) {
+        /* timed events: their records are issued where they are made from now on (a record held in
+         * a chunk is made after the chunk's graph) */
+        pthread_mutex_lock(&E.lock);
+        if (E.ready && !E.disabled) {
+            ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)a); /* out of memory: they stay held */
+            ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)b);
+        }
+        pthread_mutex_unlock(&E.lock);
+    }
     if (issuer()) {
         /* Events recorded before the last barrier were issued there: a barrier only for those recorded
          * since (decided by the program's order alone, so learning and replay see the same segments). */
@@ -2021,6 +2039,15 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
         }
     }
     pthread_mutex_unlock(&E.lock);
+}
+
+void ag_engine_event_destroy(ag_id_t id, CUevent ev)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && ev)
+        ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
+    pthread_mutex_unlock(&E.lock);
+    ag_engine_barrier(id);
 }
 
 void ag_engine_capture_failed(ag_id_t id)
@@ -2192,6 +2219,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"rests\": %llu,\n    \"segments_rested\": %llu,\n    \"rests_ended_by_operations\": %llu,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"pinned_d2h_copies_held\": %llu,\n"
+               "    \"timed_event_records\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
@@ -2208,6 +2236,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.rest.rests, (unsigned long long)E.rested_segments,
             (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, (unsigned long long)E.d2h_pinned_held,
+            (unsigned long long)E.timed_records,
             E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,

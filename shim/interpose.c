@@ -165,7 +165,8 @@
 #define AG_GEN_COPY AG_BARRIER
 #define AG_GEN_SET AG_BARRIER
 #define AG_GEN_SYNC AG_OBSERVING
-#define AG_GEN_EVENT AG_BARRIER
+/* cuEventDestroy (the one EVENT hook): a barrier that also forgets the event */
+#define AG_GEN_EVENT(name, params, args) AG_BARRIER_(name, params, args, ag_engine_event_destroy(AG_ID_##name, hEvent))
 #define AG_GEN_STREAM AG_BARRIER
 #define AG_GEN_HOSTFN AG_BARRIER
 #define AG_GEN_MEMOP AG_BARRIER

@@ -53,6 +53,22 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/mlppin/stats.json" replay.pinned_d2h_copies_held)" -ge 150 ]
 }
 
+@test "PyTorch MLP timed with CUDA events, 200 steps: bit-identical losses, the timing events recorded in place" {
+    need torch
+    # torch.cuda.Event(enable_timing=True) around each step, elapsed_time after loss.item(): once the
+    # events were timed, their records are barriers, made where the program makes them (a record held
+    # in a chunk is made after its graph, and would time the graph's end); the times are printed, never
+    # compared (they are not deterministic)
+    run_pair "$BATS_TEST_TMPDIR/mlpev" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200 --event-timing
+    same_output "$BATS_TEST_TMPDIR/mlpev"
+    for side in plain shim; do
+        [ -z "${AG_SUMMARY:-}" ] || echo "torch_mlp_events $side $(grep -h event_step_ms "$BATS_TEST_TMPDIR/mlpev/$side.err")" >>"$AG_SUMMARY"
+    done
+    summary "$BATS_TEST_TMPDIR/mlpev" torch_mlp_events
+    replayed_at_least "$BATS_TEST_TMPDIR/mlpev" 85
+    [ "$(stat "$BATS_TEST_TMPDIR/mlpev/stats.json" replay.timed_event_records)" -ge 300 ]
+}
+
 @test "PyTorch MLP with the shim paused and back in turn (autograph_pause): identical losses, replay picks up" {
     need torch
     local d=$BATS_TEST_TMPDIR/ab all

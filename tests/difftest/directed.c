@@ -309,8 +309,11 @@ static void t_event_elapsed(void)
         DT_CKQ(&S, cuEventElapsedTime(&ms, a, b)); /* the answer (NOT_READY or not) is folded */
         CK(cuEventSynchronize(b));
         CK(cuEventElapsedTime(&ms, a, b));
-        int sane = ms >= 0;
-        S.hash = dt_fnv_u64(S.hash, (uint64_t)sane); /* the time itself is not deterministic */
+        /* the time itself is not deterministic, but it spans the pattern's four kernels (the fake's
+         * clock ticks once per operation run): a held record of a made after the chunk's graph (as other
+         * held records are) would time nothing */
+        int sane = ms >= 0 && ms * 1000.0f > 3.5f;
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)sane);
         observe(r, P2, OBS * 4);
     }
     CK(cuEventDestroy(a));

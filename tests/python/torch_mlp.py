@@ -11,6 +11,7 @@ shim must leave to it) and adds "profiled_cuda_events: <n>" on stderr.
 the shim and paused (its autograph_pause: every call straight to the driver) in turn, switched after a
 step's loss.item(); stderr gets "ab_step_us: shim <median> paused <median> blocks <n>" (each block's first
 step left out). The losses stay bit-identical to a plain run.
+--event-timing times each step with two CUDA timing events too (stderr: "event_step_ms: <median>").
 --pinned-loss reads each step's loss through page-locked memory (a non_blocking device-to-host copy, then
 a stream sync) instead of loss.item(): the losses are the same.
 """
@@ -50,6 +51,9 @@ def main():
     ap.add_argument("--pinned-loss", action="store_true",
                     help="read each step's loss through page-locked memory (a non_blocking copy, then a "
                          "stream sync) instead of loss.item()")
+    ap.add_argument("--event-timing", action="store_true",
+                    help="time each step with CUDA events (enable_timing) as well; stderr gets "
+                         "event_step_ms: <median>")
     ap.add_argument("--ab", type=int, default=0, metavar="B",
                     help="blocks of B steps with the shim and paused in turn (needs the shim)")
     args = ap.parse_args()
@@ -72,6 +76,7 @@ def main():
     proj = torch.randn(WIDTH, OUT, device=dev) / WIDTH ** 0.5
     ys = torch.sin(xs @ proj)
     losses = []
+    event_ms = []  # --event-timing
 
     if args.graph:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True, capturable=True)
@@ -106,15 +111,24 @@ def main():
             torch.cuda.current_stream().synchronize()
             return pinned[i % 2].item()
 
+        # --event-timing: the step between two timing events, read after the step's sync
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if args.event_timing else None
+
         def step(i):
+            if events:
+                events[0].record()
             opt.zero_grad(set_to_none=True)
             loss = F.mse_loss(step_model(xs[i % POOL]), ys[i % POOL])
             loss.backward()
             opt.step()
+            if events:
+                events[1].record()
             if pinned is not None:
                 losses.append(timed_sync(lambda: read_pinned(loss, i)))
             else:
                 losses.append(timed_sync(loss.item))  # D2H copy + sync every step, like real training loops
+            if events:
+                event_ms.append(events[0].elapsed_time(events[1]))
 
     ab_mode = []  # --ab: each step's mode (0 with the shim, 1 paused, -1 a block's first step or warm-up)
     if args.ab > 0:
@@ -147,6 +161,8 @@ def main():
         print(f"profiled_cuda_events: {cuda}", file=sys.stderr)
 
     report(losses, model.parameters(), ms, steady_ms)
+    if event_ms:
+        print(f"event_step_ms: {statistics.median(event_ms):.4f}", file=sys.stderr)
     if args.ab > 0:
         from report import STEP_US
         by = [[us for us, m in zip(STEP_US, ab_mode) if m == mode] for mode in (0, 1)]
