@@ -107,6 +107,9 @@ static struct {
      * SEG_RECORDS of them, and every query and sync is a barrier again until the next one */
     CUevent seg_recs[SEG_RECORDS];
     int nseg_recs;
+    /* events waited for since the last real barrier, the same way: a held wait refers to its event */
+    CUevent seg_waits[SEG_RECORDS];
+    int nseg_waits;
     /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
      * caller copies out of it after the sync), or NULL */
     const void *copyout;
@@ -127,7 +130,7 @@ static struct {
      * at its place in the stream, not after the chunk's graph as the other held records are (which
      * would time the graph's end). Destroying an event forgets it. */
     ag_ptrset_t timed_events;
-    uint64_t timed_records;
+    uint64_t timed_records, event_destroys_passed;
     /* the stall watcher (AUTOGRAPH_STALL_MS): started with the first held operation */
     int watcher_started;
     uint64_t stalls;
@@ -932,7 +935,7 @@ static void barrier(uint64_t kind, int reason)
         rest_end(); /* the next one is learned */
     }
     uint64_t content = E.learner.content; /* of the segment ending here (since a virtual barrier, if any) */
-    E.nseg_recs = 0; /* everything recorded so far is issued below */
+    E.nseg_recs = E.nseg_waits = 0; /* everything recorded or waited for so far is issued below */
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
@@ -1017,24 +1020,35 @@ static int init_engine(CUcontext ctx)
     return 0;
 }
 
-static int seg_recorded(CUevent ev)
+static int seg_has(const CUevent *list, int n, CUevent ev)
 {
-    if (E.nseg_recs > SEG_RECORDS)
+    if (n > SEG_RECORDS)
         return 1;
-    for (int i = 0; i < E.nseg_recs; i++)
-        if (E.seg_recs[i] == ev)
+    for (int i = 0; i < n; i++)
+        if (list[i] == ev)
             return 1;
     return 0;
 }
 
-/* Event ev was recorded in this segment (SEG_RECORDS + 1 entries: full, every event counts as recorded). */
+/* Notes ev in a segment's list (SEG_RECORDS + 1 entries: full, every event counts as in it). */
+static void seg_add(CUevent *list, int *n, CUevent ev)
+{
+    if (seg_has(list, *n, ev))
+        return;
+    if (*n < SEG_RECORDS)
+        list[*n] = ev;
+    (*n)++;
+}
+
+static int seg_recorded(CUevent ev)
+{
+    return seg_has(E.seg_recs, E.nseg_recs, ev);
+}
+
+/* Event ev was recorded in this segment. */
 static void seg_record(CUevent ev)
 {
-    if (seg_recorded(ev))
-        return;
-    if (E.nseg_recs < SEG_RECORDS)
-        E.seg_recs[E.nseg_recs] = ev;
-    E.nseg_recs++;
+    seg_add(E.seg_recs, &E.nseg_recs, ev);
 }
 
 /* An operation with this signature failed when it was issued once (issue_now): CUDA reports such an
@@ -1159,6 +1173,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs++].pos = pos0;
         seg_record(o->event);
+    } else if (o->kind == OP_EVWAIT) {
+        seg_add(E.seg_waits, &E.nseg_waits, o->event);
     }
     if (deferred) {
         if (E.seg_timed) /* a graph runs part of it: its kernels are not timed one by one */
@@ -2041,13 +2057,24 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
     pthread_mutex_unlock(&E.lock);
 }
 
+/* cuEventDestroy. A held record or wait of the event would reach the driver after it: where the event
+ * was recorded or waited for since the last barrier (decided by the program's order, as every barrier,
+ * so that learning and replay cut the same segments) the destroy is a barrier. Otherwise no held
+ * operation names it (they all came since that barrier) and it passes: an event made and dropped every
+ * step (PyTorch frees a torch.cuda.Event when its last reference goes) no longer ends the segment. */
 void ag_engine_event_destroy(ag_id_t id, CUevent ev)
 {
     pthread_mutex_lock(&E.lock);
-    if (E.ready && ev)
+    int pass = 0;
+    if (E.ready && ev) {
         ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
+        pass = !E.disabled && E.app_captures == 0 && !seg_recorded(ev) &&
+               !seg_has(E.seg_waits, E.nseg_waits, ev);
+        E.event_destroys_passed += (uint64_t)pass;
+    }
     pthread_mutex_unlock(&E.lock);
-    ag_engine_barrier(id);
+    if (!pass)
+        ag_engine_barrier(id);
 }
 
 void ag_engine_capture_failed(ag_id_t id)
@@ -2219,7 +2246,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"rests\": %llu,\n    \"segments_rested\": %llu,\n    \"rests_ended_by_operations\": %llu,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
                "    \"blocking_copies_in_graphs\": %llu,\n    \"pinned_d2h_copies_held\": %llu,\n"
-               "    \"timed_event_records\": %llu,\n"
+               "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
@@ -2236,7 +2263,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.rest.rests, (unsigned long long)E.rested_segments,
             (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, (unsigned long long)E.d2h_pinned_held,
-            (unsigned long long)E.timed_records,
+            (unsigned long long)E.timed_records, (unsigned long long)E.event_destroys_passed,
             E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,

@@ -35,6 +35,19 @@ repro() { # the commands that rerun one case alone
     echo "             LD_LIBRARY_PATH=$build/fakecuda ${DT_SHIM_ENV:-}${DT_SHIM_ENV:+ }LD_PRELOAD=$shim AUTOGRAPH_STATS=/tmp/ag.stats $*"
 }
 
+# expect_stats FILE: DT_EXPECT, a Python expression over the shim run's statistics (s), must hold (where
+# set), so that a test meant to exercise some path is known to have taken it.
+expect_stats() {
+    [[ -z ${DT_EXPECT:-} ]] && return 0
+    python3 - "$1" "$DT_EXPECT" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2], {"s": s})
+print(f"difftest: {'ok' if ok else 'FAILED'}: {sys.argv[2]} (replay: {json.dumps(s['replay'])[:300]})")
+sys.exit(0 if ok else 1)
+PY
+}
+
 random_programs() {
     local first=$1 count=$2 extra=${3:-}
     local cmd=("$bin/difftest" --first "$first" --count "$count" $extra)
@@ -58,17 +71,8 @@ random_programs() {
           "$tmp/rand.plain" "$tmp/rand.shim")
     if [[ -z $bad && $shim_rc -eq 0 ]]; then
         echo "difftest: seeds $first..$((first + count - 1)): $count programs identical with and without the shim"
-        # DT_EXPECT: a Python expression over the shim run's statistics (s) that must hold, so that a
-        # shard meant to exercise some path is known to have taken it
-        [[ -z ${DT_EXPECT:-} ]] && return 0
-        python3 - "$tmp/rand.stats" "$DT_EXPECT" <<'PY' && return 0
-import json, sys
-s = json.load(open(sys.argv[1]))
-ok = eval(sys.argv[2], {"s": s})
-print(f"difftest: {'ok' if ok else 'FAILED'}: {sys.argv[2]} (replay: {json.dumps(s['replay'])[:300]})")
-sys.exit(0 if ok else 1)
-PY
-        return 1
+        expect_stats "$tmp/rand.stats"
+        return
     fi
     echo "difftest: FAILED: seeds $first..$((first + count - 1)), shim exit code $shim_rc (plain 0)"
     local s nbad=0
@@ -126,7 +130,8 @@ directed() {
             return 1
         fi
         echo "difftest: directed $name: $(wc -l <"$tmp/dir.plain") observations identical with and without the shim"
-        return 0
+        expect_stats "$tmp/dir.stats"
+        return
     fi
     echo "difftest: FAILED: directed $name (exit codes: plain $plain_rc, shim $shim_rc)"
     diff "$tmp/dir.plain" "$tmp/dir.shim" | head -n 20

@@ -603,6 +603,40 @@ static void t_event_destroy(void)
     }
 }
 
+/* Events made and dropped every round, as PyTorch drops a torch.cuda.Event with its last reference. One
+ * recorded before the last sync and waited for by nothing since passes its destroy without ending the
+ * segment (event_destroys_passed); one waited for since, by a wait that may be held back (it names the
+ * event when it is issued), is a barrier: the wait on s1 for s2's write of Z goes first. */
+static void t_event_destroy_old(void)
+{
+    CUevent prev = NULL, w = NULL;
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        if (prev)
+            CK(cuEventDestroy(prev)); /* recorded in the round before, before its sync: passes */
+        if (w) {
+            CK(cuStreamWaitEvent(s1, w, 0)); /* s2's record of the round before */
+            CK(addto(s1, Y, Z));             /* reads what s2 wrote before it */
+            CK(cuEventDestroy(w));           /* the wait may be held: a barrier */
+        }
+        CK(step(s1, X, 0.25f));
+        CUevent ev;
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        CK(cuEventRecord(ev, s1));
+        /* s2 writes Z for the next round, after this round's work on s1 (its read of Z included) */
+        CK(cuEventCreate(&w, CU_EVENT_DISABLE_TIMING));
+        CK(cuStreamWaitEvent(s2, ev, 0));
+        CK(step(s2, Z, 0.5f + (float)r));
+        CK(cuEventRecord(w, s2));
+        CK(cuStreamSynchronize(s1)); /* s2 may still run */
+        observe(r, P2, OBS * 4);
+        prev = ev;
+    }
+    CK(cuCtxSynchronize());
+    CK(cuEventDestroy(prev));
+    CK(cuEventDestroy(w));
+}
+
 /* A texture object made, read by a kernel and destroyed every round, with more work before the sync:
  * the destroy must come after the read is issued (the fake retires the object once the work queued
  * before it has run; a read issued after that sees none). */
@@ -812,6 +846,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
+    else if (!strcmp(n, "event_destroy_old")) t_event_destroy_old();
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
