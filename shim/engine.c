@@ -1718,7 +1718,8 @@ static CUresult d2h_common(const dcall_t *c, int async)
         leave();
         return eager_d2h(c);
     }
-    int ok = !per_thread(c->id, c->stream) && c->n > 0;
+    /* a NULL destination: CUDA refuses it at the call (never copied through) */
+    int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->dst;
     int pinned = 0;
     if (ok && async) {
         /* Into page-locked memory the copy is truly asynchronous: the host may read the bytes only after a
@@ -1818,7 +1819,7 @@ static CUresult h2d_common(const hcall_t *c)
     int pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
     int pageable = pr == CUDA_ERROR_INVALID_VALUE;
     /* a pageable source is snapshotted into a staging buffer: one that fits; a page-locked one, any size */
-    if (per_thread(c->id, c->stream) || c->n == 0 || (!pinned && !pageable) ||
+    if (per_thread(c->id, c->stream) || c->n == 0 || !c->src || (!pinned && !pageable) ||
         (pageable && c->n > ((size_t)ag_opt(AG_OPT_STAGING_KB)->num << 10))) {
         barrier(0xba77ULL + (uint64_t)c->id, FB_UNDEFERRABLE);
         leave(); /* a pageable copy may block: never under the lock */

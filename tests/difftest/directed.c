@@ -637,6 +637,28 @@ static void t_event_destroy_old(void)
     CK(cuEventDestroy(w));
 }
 
+/* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop
+ * was learned): CUDA refuses it at the call, and so must the shim, never copying through it (it did:
+ * a blocking read into NULL was a graph's last node, then a copy out of the staging buffer into NULL). */
+static void t_null_host(void)
+{
+    float src[OBS], h[OBS];
+    memset(h, 0, sizeof h);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < OBS; i++)
+            src[i] = (float)(r * OBS + i);
+        pattern(s1, r);
+        int bad = r >= ROUNDS - 4, odd = r & 1;
+        CUresult e1 = cuMemcpyHtoDAsync(Z, bad && odd ? NULL : src, OBS * 4, s1);
+        CK(addto(s1, Y, Z));
+        CUresult e2 = cuMemcpyAsync(bad && !odd ? 0 : (CUdeviceptr)(uintptr_t)src, Z, OBS * 4, s1);
+        CUresult e3 = cuMemcpyDtoHAsync(bad && !odd ? NULL : h, Y, OBS * 4, s1);
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)e1 | (uint64_t)e2 << 16 | (uint64_t)e3 << 32);
+        CK(cuStreamSynchronize(s1));
+        observe(r, h, sizeof h);
+    }
+}
+
 /* A texture object made, read by a kernel and destroyed every round, with more work before the sync:
  * the destroy must come after the read is issued (the fake retires the object once the work queued
  * before it has run; a read issued after that sees none). */
@@ -847,6 +869,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
     else if (!strcmp(n, "event_destroy_old")) t_event_destroy_old();
+    else if (!strcmp(n, "null_host")) t_null_host();
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
