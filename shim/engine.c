@@ -1709,31 +1709,37 @@ static CUresult eager_d2h(const void *p)
  * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
 #define D2H_KIND 0xd2b0ULL /* the barrier a blocking device-to-host copy makes */
 
+/* The memory type of a host pointer (CU_POINTER_ATTRIBUTE_MEMORY_TYPE) into *type; the driver's answer:
+ * CUDA_ERROR_INVALID_VALUE for pageable memory, which it knows nothing of. */
+static CUresult host_mem_type(const void *p, unsigned *type)
+{
+    *type = 0;
+    return ag_drv.cuPointerGetAttribute
+               ? ag_drv.cuPointerGetAttribute(type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p)
+               : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static CUresult d2h_common(const dcall_t *c, int async)
 {
     if (!enter())
         return eager_d2h(c);
-    if (E.rest_left) { /* resting: only the end of a segment, maybe */
-        barrier(D2H_KIND, FB_BARRIER);
+    /* Into page-locked memory an asynchronous copy is truly asynchronous: the host may read the bytes
+     * only after a sync, query or host function that covers it (each a barrier here), so it is held back
+     * like any other operation, and the graph writes the application's buffer itself. Into pageable
+     * memory CUDA makes it blocking (below). Managed or device memory: a barrier. */
+    unsigned type = 0;
+    CUresult pr = async && c->dst ? host_mem_type(c->dst, &type) : CUDA_ERROR_INVALID_VALUE;
+    int pinned = async && c->dst && pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+    if (E.rest_left) { /* resting: a blocking copy is the end of a segment, maybe; a pinned one is none */
+        if (!pinned)
+            barrier(D2H_KIND, FB_BARRIER);
         leave();
+        if (pinned)
+            ag_engine_rested();
         return eager_d2h(c);
     }
     /* a NULL destination: CUDA refuses it at the call (never copied through) */
-    int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->dst;
-    int pinned = 0;
-    if (ok && async) {
-        /* Into page-locked memory the copy is truly asynchronous: the host may read the bytes only after a
-         * sync, query or host function that covers it (each a barrier here), so it is held back like any
-         * other operation, and the graph writes the application's buffer itself. Into pageable memory
-         * CUDA makes it blocking (below). Managed or device memory: a barrier. */
-        unsigned type = 0;
-        CUresult pr = ag_drv.cuPointerGetAttribute
-                          ? ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                         (CUdeviceptr)(uintptr_t)c->dst)
-                          : CUDA_ERROR_NOT_SUPPORTED;
-        pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
-        ok = pinned || pr == CUDA_ERROR_INVALID_VALUE;
-    }
+    int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->dst && (pinned || pr == CUDA_ERROR_INVALID_VALUE);
     ok = ok && (pinned || c->n <= AG_D2H_STAGING_MAX);
     if (ok && pinned) {
         ag_op_t o;
@@ -1813,9 +1819,7 @@ static CUresult h2d_common(const hcall_t *c)
     if (!enter())
         return eager_h2d(c);
     unsigned type = 0;
-    CUresult pr = ag_drv.cuPointerGetAttribute
-                      ? ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)c->src)
-                      : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult pr = host_mem_type(c->src, &type);
     int pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
     int pageable = pr == CUDA_ERROR_INVALID_VALUE;
     /* a pageable source is snapshotted into a staging buffer: one that fits; a page-locked one, any size */
