@@ -190,7 +190,7 @@ CUresult ag_engine_event_record(ag_id_t id, CUevent ev, CUstream s);
 CUresult ag_engine_event_record_flags(ag_id_t id, CUevent ev, CUstream s, unsigned flags);
 CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigned flags);
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s);
-/* cuEventDestroy: the event is forgotten (timed events), then a barrier. */
+/* cuEventDestroy: the event is forgotten (timed events); a barrier where a held record or wait may name it. */
 void ag_engine_event_destroy(ag_id_t id, CUevent ev);
 CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n);
