@@ -1880,7 +1880,7 @@ static int unified_side(CUdeviceptr p)
     if (r != CUDA_SUCCESS || (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_HOST))
         return 0;
     if (type == CU_MEMORYTYPE_DEVICE) {
-        int managed = 0;
+        uint64_t managed = 0; /* a boolean the driver writes as an int; room for more all the same */
         r = ag_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
         if (r != CUDA_SUCCESS || managed)
             return 0;
