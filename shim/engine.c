@@ -162,6 +162,11 @@ static struct {
      * opened; detached_t: host time (ns) when the last window closed; setup_ns: its attach and detach */
     uint64_t guarded_at, guarded_seen, window_from, detached_t, setup_ns;
     int trusted;        /* a window closed with no call past the hooks after guarding work (learn mode) */
+    /* the engine's context ended (destroyed, or its device's primary context released or reset): its
+     * streams, events, graphs and staging buffers went with it, and a later context may get its handle;
+     * the engine stops for good (dev: the context's device, found at init) */
+    int ctx_ended;
+    CUdevice dev;
     int unhooked_seen, guard_stopped;
     /* the current segment's timing: operations from seg_op0, host time from the first one, eager
      * kernels; timed (seg_timed, with the hot fields) while CUPTI was attached throughout and nothing in
@@ -990,10 +995,13 @@ static int init_engine(CUcontext ctx)
 {
     E.ready = 1;
     E.ctx = ctx;
+    E.dev = -1;
     if (ag_record_bind() != 0) {
         disable("the driver lacks an entry point the engine needs", CUDA_ERROR_NOT_FOUND);
         return -1;
     }
+    if (ag_drv.cuCtxGetDevice(&E.dev) != CUDA_SUCCESS) /* ctx is current */
+        E.dev = -1;
     if (ag_learner_init(&E.learner, (uint32_t)ag_opt(AG_OPT_CHUNK)->num, (uint32_t)ag_opt(AG_OPT_CHUNK_FIRST)->num,
                         (uint32_t)ag_opt(AG_OPT_WARMUP)->num,
                         4096, ag_graph_release, NULL) != 0) {
@@ -2082,6 +2090,37 @@ void ag_engine_event_destroy(ag_id_t id, CUevent ev)
         ag_engine_barrier(id);
 }
 
+/* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):
+ * where it was the engine's, the engine stops. The held work was issued at the barrier before the call.
+ * What it made in that context is left alone: destroying it now could only fail. A release ends the
+ * primary context only where it leaves it inactive; a reset of the engine's device stops it even if the
+ * engine's context was one of its own on that device (the engine cannot tell primary from created). */
+void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
+{
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled) {
+        int ended = 0;
+        if (id == AG_ID_cuCtxDestroy_v2) {
+            ended = ctx == E.ctx;
+        } else if (dev == E.dev) {
+            int active = 1;
+            unsigned flags = 0;
+            if (id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset)
+                active = 0;
+            else if (ag_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+                active = 0; /* cannot tell: as if it ended */
+            ended = !active;
+        }
+        if (ended) {
+            E.disabled = 1;
+            E.ctx_ended = 1;
+            ag_log(AG_LOG_INFO, "the engine's context ended (%s): the engine stops, the program goes on with "
+                                "plain launches", ag_hook_names[id]);
+        }
+    }
+    pthread_mutex_unlock(&E.lock);
+}
+
 void ag_engine_capture_failed(ag_id_t id)
 {
     pthread_mutex_lock(&E.lock);
@@ -2253,7 +2292,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"blocking_copies_in_graphs\": %llu,\n    \"pinned_d2h_copies_held\": %llu,\n"
                "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
-               "    \"guard_trusted\": %s,\n"
+               "    \"guard_trusted\": %s,\n    \"stopped_by_context_end\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
@@ -2269,7 +2308,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
             (unsigned long long)E.copies_out, (unsigned long long)E.d2h_pinned_held,
             (unsigned long long)E.timed_records, (unsigned long long)E.event_destroys_passed,
-            E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false",
+            E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false", E.ctx_ended ? "true" : "false",
             (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
             (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
             (unsigned long long)E.graphs_at_second,

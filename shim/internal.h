@@ -190,6 +190,9 @@ CUresult ag_engine_event_record(ag_id_t id, CUevent ev, CUstream s);
 CUresult ag_engine_event_record_flags(ag_id_t id, CUevent ev, CUstream s, unsigned flags);
 CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigned flags);
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s);
+/* After a successful cuCtxDestroy (ctx) or primary context release or reset (dev): where the engine's
+ * context ended, the engine stops. */
+void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev);
 /* cuEventDestroy: the event is forgotten (timed events); a barrier where a held record or wait may name it. */
 void ag_engine_event_destroy(ag_id_t id, CUevent ev);
 CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);

@@ -174,7 +174,26 @@
 #define AG_GEN_GRAPH AG_BARRIER
 #define AG_GEN_CAPTURE AG_BARRIER
 #define AG_GEN_MODULE AG_BARRIER
-#define AG_GEN_CONTEXT AG_BARRIER
+/* A context's end (cuCtxDestroy, a primary context's release or reset): a barrier before it, and after
+ * it, where it succeeded, the engine is told (it stops where its own context ended, even while paused:
+ * AG_CTX_<name> gives the context or the device). */
+#define AG_CTX_cuCtxDestroy_v2 ctx, -1
+#define AG_CTX_cuDevicePrimaryCtxRelease_v2 NULL, dev
+#define AG_CTX_cuDevicePrimaryCtxReset_v2 NULL, dev
+#define AG_CTX_cuDevicePrimaryCtxRelease NULL, dev
+#define AG_CTX_cuDevicePrimaryCtxReset NULL, dev
+#define AG_GEN_CONTEXT(name, params, args)                                                            \
+    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    {                                                                                                 \
+        AG_HOOK_ENTER_(name, args)                                                                    \
+        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
+            ag_engine_barrier(AG_ID_##name);                                                          \
+        CUresult r_ = real_ args;                                                                     \
+        if (r_ == CUDA_SUCCESS)                                                                       \
+            ag_engine_context_end(AG_ID_##name, AG_CTX_##name);                                       \
+        ag_hook_depth--;                                                                              \
+        return r_;                                                                                    \
+    }
 #define AG_GEN_IPC AG_BARRIER
 
 #define AG_HOOK(kind, name, params, args) AG_GEN_##kind(name, params, args)

@@ -637,6 +637,51 @@ static void t_event_destroy_old(void)
     CK(cuEventDestroy(w));
 }
 
+/* The engine's context ends in the middle of the program: destroyed (how = 0: the engine's context is
+ * one the program made, the first to launch anything), or, the primary context, reset (how = 1). Its
+ * streams, graphs and staging buffers go with it, and the driver may hand its handle to a later context:
+ * the engine must stop there (stopped_by_context_end), and the program goes on, in the primary context,
+ * with the same results. */
+static void t_ctx_end(int how)
+{
+    CUcontext primary, made = NULL;
+    CUdevice dev;
+    CK(cuCtxGetCurrent(&primary));
+    CK(cuCtxGetDevice(&dev));
+    CUfunction keep[3] = {f_step, f_addto, f_store};
+    CUstream keep_s1 = s1;
+    if (how == 0) { /* the made context runs the first rounds, with functions and a stream of its own */
+        CUmodule m;
+        CK(cuCtxCreate(&made, NULL, 0, dev));
+        CK(cuModuleLoadData(&m, image));
+        CK(cuModuleGetFunction(&f_step, m, "dt_step"));
+        CK(cuModuleGetFunction(&f_addto, m, "dt_addto"));
+        CK(cuModuleGetFunction(&f_store, m, "dt_store"));
+        CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    }
+    float src[OBS];
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2) {
+            if (how == 0) {
+                CK(cuCtxDestroy(made)); /* the engine's context */
+                CK(cuCtxSetCurrent(primary));
+                f_step = keep[0], f_addto = keep[1], f_store = keep[2], s1 = keep_s1;
+            } else {
+                CK(cuDevicePrimaryCtxReset(dev)); /* the engine's context, the primary one */
+                CK(cuDevicePrimaryCtxRetain(&primary, dev));
+                CK(cuCtxSetCurrent(primary));
+            }
+        }
+        for (int i = 0; i < OBS; i++)
+            src[i] = (float)(r * 3 + i); /* pageable: snapshotted into a staging buffer when held */
+        pattern(s1, r);
+        CK(cuMemcpyHtoDAsync(Z, src, OBS * 4, s1));
+        CK(addto(s1, Y, Z));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+}
+
 /* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop
  * was learned): CUDA refuses it at the call, and so must the shim, never copying through it (it did:
  * a blocking read into NULL was a graph's last node, then a copy out of the staging buffer into NULL). */
@@ -870,6 +915,8 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
     else if (!strcmp(n, "event_destroy_old")) t_event_destroy_old();
     else if (!strcmp(n, "null_host")) t_null_host();
+    else if (!strcmp(n, "ctx_end_destroy")) t_ctx_end(0);
+    else if (!strcmp(n, "ctx_end_reset")) t_ctx_end(1);
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();

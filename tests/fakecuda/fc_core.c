@@ -305,6 +305,29 @@ static CUresult fc_primary_release(CUdevice d)
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { FC_API(0, fc_primary_release(d)); }
 
+/* Active while retained; a reset waits for its work and leaves it inactive (the fake keeps its state). */
+static CUresult fc_primary_state(CUdevice d, unsigned *flags, int *active)
+{
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    *flags = 0;
+    *active = fc_g.primary_refs > 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active)
+{
+    FC_API(0, fc_primary_state(d, flags, active));
+}
+
+static CUresult fc_primary_reset(CUdevice d)
+{
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = fc_sync_all();
+    fc_g.primary_refs = 0;
+    return r;
+}
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { FC_API(0, fc_primary_reset(d)); }
+
 static CUresult fc_ctx_create(CUcontext *pctx, unsigned flags, CUdevice d)
 {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;

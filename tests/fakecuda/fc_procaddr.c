@@ -15,6 +15,8 @@ static const fc_proc fc_procs[] = {
     {"cuDeviceGetName", 2000, "cuDeviceGetName", 0}, {"cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", 0},
     {"cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", 0},
     {"cuDevicePrimaryCtxRelease", 7000, 0, 0}, {"cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", 0},
+    {"cuDevicePrimaryCtxReset", 7000, 0, 0}, {"cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2", 0},
+    {"cuDevicePrimaryCtxGetState", 7000, "cuDevicePrimaryCtxGetState", 0},
     {"cuCtxCreate", 2000, 0, 0}, {"cuCtxCreate", 3020, "cuCtxCreate_v2", 0}, {"cuCtxCreate", 11040, "cuCtxCreate_v3", 0},
     {"cuCtxCreate", 12050, "cuCtxCreate_v4", 0},
     {"cuCtxDestroy", 2000, 0, 0}, {"cuCtxDestroy", 4000, "cuCtxDestroy_v2", 0},
