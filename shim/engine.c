@@ -162,9 +162,9 @@ static struct {
      * opened; detached_t: host time (ns) when the last window closed; setup_ns: its attach and detach */
     uint64_t guarded_at, guarded_seen, window_from, detached_t, setup_ns;
     int trusted;        /* a window closed with no call past the hooks after guarding work (learn mode) */
-    /* the engine's context ended (destroyed, or its device's primary context released or reset): its
-     * streams, events, graphs and staging buffers went with it, and a later context may get its handle;
-     * the engine stops for good (dev: the context's device, found at init) */
+    /* the engine's context ended (destroyed, or its device's primary context released or reset; the
+     * runtime's release at exit counts too): its streams, events, graphs and staging buffers went with
+     * it, and a later context may get its handle; the engine stops for good. dev: the context's device. */
     int ctx_ended;
     CUdevice dev;
     int unhooked_seen, guard_stopped;
@@ -2114,8 +2114,7 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
         if (ended) {
             E.disabled = 1;
             E.ctx_ended = 1;
-            ag_log(AG_LOG_INFO, "the engine's context ended (%s): the engine stops, the program goes on with "
-                                "plain launches", ag_hook_names[id]);
+            ag_log(AG_LOG_DEBUG, "the engine's context ended (%s): the engine stops", ag_hook_names[id]);
         }
     }
     pthread_mutex_unlock(&E.lock);
@@ -2292,7 +2291,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"blocking_copies_in_graphs\": %llu,\n    \"pinned_d2h_copies_held\": %llu,\n"
                "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
-               "    \"guard_trusted\": %s,\n    \"stopped_by_context_end\": %s,\n"
+               "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"

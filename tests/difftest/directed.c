@@ -640,7 +640,7 @@ static void t_event_destroy_old(void)
 /* The engine's context ends in the middle of the program: destroyed (how = 0: the engine's context is
  * one the program made, the first to launch anything), or, the primary context, reset (how = 1). Its
  * streams, graphs and staging buffers go with it, and the driver may hand its handle to a later context:
- * the engine must stop there (stopped_by_context_end), and the program goes on, in the primary context,
+ * the engine must stop there (context_ended), and the program goes on, in the primary context,
  * with the same results. */
 static void t_ctx_end(int how)
 {
