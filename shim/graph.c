@@ -16,6 +16,37 @@
 #define STAGE_SIZE G.stg.size /* AUTOGRAPH_STAGING_KB */
 #define STAGE_STREAMS 4
 
+/* A copy node's ends: device or host, source and destination (one of each pair is 0). */
+typedef struct {
+    CUdeviceptr sdev, ddev;
+    const void *shost;
+    void *dhost;
+} copy_ends_t;
+
+/* The ends of copy operation o: device to device, host to device (the application's pinned source or a
+ * snapshot of ours), device to the application's page-locked buffer, or, for a blocking read, device to
+ * `stage` (this thread's staging buffer, copied out after the sync). */
+static copy_ends_t copy_ends(const ag_op_t *o, void *stage)
+{
+    copy_ends_t e = {0, 0, NULL, NULL};
+    if (o->kind == OP_H2D) {
+        e.shost = o->hsrc;
+        e.ddev = o->dst;
+    } else if (o->kind == OP_D2H) {
+        e.sdev = o->src;
+        e.dhost = o->stage >= 0 ? stage : o->hdst;
+    } else { /* OP_COPY */
+        e.sdev = o->src;
+        e.ddev = o->dst;
+    }
+    return e;
+}
+
+static int is_copy(const ag_op_t *o)
+{
+    return o->kind == OP_COPY || o->kind == OP_H2D || o->kind == OP_D2H;
+}
+
 /* A variant's graph: the executable, its nodes in operation order, and what each node holds now. */
 struct ag_graph {
     CUgraph graph;
@@ -25,7 +56,7 @@ struct ag_graph {
     CUDA_KERNEL_NODE_PARAMS *kp;
     ag_op_t *ops;            /* what each node holds now (kernel arguments in args) */
     unsigned char *args;  /* kernel argument bytes baked into the exec */
-    void **d2h_dst;       /* the staging buffer each device-to-host node writes to now */
+    copy_ends_t *ends;    /* each copy node's ends as the exec holds them */
     uint64_t last_launch; /* for least-recently-used eviction */
     size_t mem;           /* device memory the driver took for the exec (estimated at instantiation) */
     ag_variant_t *owner;
@@ -199,7 +230,7 @@ static void graph_free(ag_graph_t *g)
     free(g->kp);
     free(g->ops);
     free(g->args);
-    free(g->d2h_dst);
+    free(g->ends);
     free(g);
 }
 
@@ -247,12 +278,17 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     g->kp = calloc(n, sizeof *g->kp);
     g->ops = malloc(sizeof *g->ops * n);
     g->args = malloc(c->arena_used ? c->arena_used : 1);
-    g->d2h_dst = calloc(n, sizeof *g->d2h_dst);
-    if (!g->nodes || !g->kp || !g->ops || !g->args || !g->d2h_dst)
+    g->ends = calloc(n, sizeof *g->ends);
+    if (!g->nodes || !g->kp || !g->ops || !g->args || !g->ends)
         goto fail;
-    for (uint32_t i = 0; i < n; i++)
-        if (c->ops[i].kind == OP_D2H && c->ops[i].stage >= 0 && !(g->d2h_dst[i] = ag_thread_staging()))
+    for (uint32_t i = 0; i < n; i++) {
+        const ag_op_t *o = &c->ops[i];
+        void *stage = NULL;
+        if (o->kind == OP_D2H && o->stage >= 0 && !(stage = ag_thread_staging()))
             goto fail;
+        if (is_copy(o))
+            g->ends[i] = copy_ends(o, stage);
+    }
     memcpy(g->ops, c->ops, sizeof *g->ops * n);
     if (c->arena_used) /* a chunk without kernels may have no arena at all */
         memcpy(g->args, c->arena, c->arena_used);
@@ -300,7 +336,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
             continue;
         }
         if (o->kind == OP_D2H && o->stage >= 0)
-            r = REAL(cuMemcpyDtoHAsync_v2)(g->d2h_dst[i], o->src, o->n, cs);
+            r = REAL(cuMemcpyDtoHAsync_v2)(g->ends[i].dhost, o->src, o->n, cs);
         else
             r = ag_issue(o, cs, c->arena);
         CUstreamCaptureStatus st;
@@ -371,17 +407,16 @@ fail:
 
 /* New addresses for a 1D copy node: a host side is given by its pointer (non-NULL), a device side by
  * its address. */
-static CUresult set_copy_node(ag_graph_t *g, uint32_t i, CUdeviceptr sdev, const void *shost, CUdeviceptr ddev,
-                              void *dhost, size_t n)
+static CUresult set_copy_node(ag_graph_t *g, uint32_t i, const copy_ends_t *e, size_t n)
 {
     CUDA_MEMCPY3D cp;
     memset(&cp, 0, sizeof cp);
-    cp.srcMemoryType = shost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    cp.srcDevice = sdev;
-    cp.srcHost = shost;
-    cp.dstMemoryType = dhost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    cp.dstDevice = ddev;
-    cp.dstHost = dhost;
+    cp.srcMemoryType = e->shost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = e->sdev;
+    cp.srcHost = e->shost;
+    cp.dstMemoryType = e->dhost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    cp.dstDevice = e->ddev;
+    cp.dstHost = e->dhost;
     cp.WidthInBytes = n;
     cp.Height = 1;
     cp.Depth = 1;
@@ -485,51 +520,19 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
         case OP_EVREC:
         case OP_EVWAIT:
             continue; /* not nodes: the events are handled around the launch */
-        case OP_H2D: {
-            if (now->dst == was->dst && now->hsrc == was->hsrc)
-                continue;
-            t0 = ag_now_ns();
-            r = set_copy_node(g, i, 0, now->hsrc, now->dst, NULL, now->n);
-            if (r == CUDA_SUCCESS) {
-                was->dst = now->dst;
-                was->hsrc = now->hsrc;
-            }
-            break;
-        }
-        case OP_D2H: {
-            if (now->stage < 0) { /* into the application's page-locked buffer */
-                if (now->src == was->src && now->hdst == was->hdst)
-                    continue;
-                t0 = ag_now_ns();
-                r = set_copy_node(g, i, now->src, NULL, 0, now->hdst, now->n);
-                if (r == CUDA_SUCCESS) {
-                    was->src = now->src;
-                    was->hdst = now->hdst;
-                }
-                break;
-            }
-            void *stage = ag_thread_staging();
-            if (!stage)
-                return -1;
-            if (now->src == was->src && g->d2h_dst[i] == stage)
-                continue;
-            t0 = ag_now_ns();
-            r = set_copy_node(g, i, now->src, NULL, 0, stage, now->n);
-            if (r == CUDA_SUCCESS) {
-                was->src = now->src;
-                g->d2h_dst[i] = stage;
-            }
-            break;
-        }
+        case OP_H2D:
+        case OP_D2H:
         case OP_COPY: {
-            if (now->dst == was->dst && now->src == was->src)
+            void *stage = NULL; /* a blocking read writes this thread's staging buffer */
+            if (now->kind == OP_D2H && now->stage >= 0 && !(stage = ag_thread_staging()))
+                return -1;
+            copy_ends_t e = copy_ends(now, stage);
+            if (memcmp(&e, &g->ends[i], sizeof e) == 0)
                 continue;
             t0 = ag_now_ns();
-            r = set_copy_node(g, i, now->src, NULL, now->dst, NULL, now->n);
-            if (r == CUDA_SUCCESS) {
-                was->dst = now->dst;
-                was->src = now->src;
-            }
+            r = set_copy_node(g, i, &e, now->n);
+            if (r == CUDA_SUCCESS)
+                g->ends[i] = e;
             break;
         }
         }
@@ -605,7 +608,7 @@ CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
 
 const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i)
 {
-    return g->d2h_dst[i];
+    return g->ends[i].dhost;
 }
 
 void ag_graph_stats(ag_graph_stats_t *out)
