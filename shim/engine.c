@@ -1717,27 +1717,43 @@ static CUresult eager_d2h(const void *p)
  * and the call returns after the stream is synchronized and the bytes are copied out, as CUDA would. */
 #define D2H_KIND 0xd2b0ULL /* the barrier a blocking device-to-host copy makes */
 
-/* The memory type of a host pointer (CU_POINTER_ATTRIBUTE_MEMORY_TYPE) into *type; the driver's answer:
- * CUDA_ERROR_INVALID_VALUE for pageable memory, which it knows nothing of. */
-static CUresult host_mem_type(const void *p, unsigned *type)
+/* Where a pointer a copy names lies (MEM_UNKNOWN: not asked yet). MEM_OTHER: anything the engine does not
+ * hold a copy for (managed memory, a pointer the driver cannot place, NULL, which CUDA refuses at the
+ * call: never copied through). */
+enum { MEM_UNKNOWN = -1, MEM_OTHER, MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE };
+
+static int mem_kind(CUdeviceptr p)
 {
-    *type = 0;
-    return ag_drv.cuPointerGetAttribute
-               ? ag_drv.cuPointerGetAttribute(type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p)
-               : CUDA_ERROR_NOT_SUPPORTED;
+    if (!p || !ag_drv.cuPointerGetAttribute)
+        return MEM_OTHER;
+    unsigned type = 0;
+    CUresult r = ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return MEM_PAGEABLE; /* the driver knows nothing of it */
+    if (r != CUDA_SUCCESS)
+        return MEM_OTHER;
+    if (type == CU_MEMORYTYPE_HOST)
+        return MEM_PINNED;
+    if (type != CU_MEMORYTYPE_DEVICE)
+        return MEM_OTHER;
+    uint64_t managed = 0; /* a boolean the driver writes as an int; room for more all the same */
+    r = ag_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+    return r == CUDA_SUCCESS && !managed ? MEM_DEVICE : MEM_OTHER;
 }
 
-static CUresult d2h_common(const dcall_t *c, int async)
+/* into: where the destination lies (mem_kind), MEM_UNKNOWN where the caller did not ask. */
+static CUresult d2h_common(const dcall_t *c, int async, int into)
 {
     if (!enter())
         return eager_d2h(c);
     /* Into page-locked memory an asynchronous copy is truly asynchronous: the host may read the bytes
      * only after a sync, query or host function that covers it (each a barrier here), so it is held back
      * like any other operation, and the graph writes the application's buffer itself. Into pageable
-     * memory CUDA makes it blocking (below). Managed or device memory: a barrier. */
-    unsigned type = 0;
-    CUresult pr = async && c->dst ? host_mem_type(c->dst, &type) : CUDA_ERROR_INVALID_VALUE;
-    int pinned = async && c->dst && pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+     * memory CUDA makes it blocking (below), and the synchronous form whatever the memory. Managed or
+     * device memory: a barrier. */
+    if (into == MEM_UNKNOWN)
+        into = async ? mem_kind((CUdeviceptr)(uintptr_t)c->dst) : c->dst ? MEM_PAGEABLE : MEM_OTHER;
+    int pinned = into == MEM_PINNED;
     if (E.rest_left) { /* resting: a blocking copy is the end of a segment, maybe; a pinned one is none */
         if (!pinned)
             barrier(D2H_KIND, FB_BARRIER);
@@ -1746,9 +1762,8 @@ static CUresult d2h_common(const dcall_t *c, int async)
             ag_engine_rested();
         return eager_d2h(c);
     }
-    /* a NULL destination: CUDA refuses it at the call (never copied through) */
-    int ok = !per_thread(c->id, c->stream) && c->n > 0 && c->dst && (pinned || pr == CUDA_ERROR_INVALID_VALUE);
-    ok = ok && (pinned || c->n <= AG_D2H_STAGING_MAX);
+    int ok = !per_thread(c->id, c->stream) && c->n > 0 &&
+             (pinned || (into == MEM_PAGEABLE && c->n <= AG_D2H_STAGING_MAX));
     if (ok && pinned) {
         ag_op_t o;
         memset(&o, 0, offsetof(ag_op_t, attrs));
@@ -1822,16 +1837,16 @@ static CUresult eager_h2d(const void *p)
 
 /* An asynchronous host-to-device copy is deferrable: from pinned memory the graph reads the
  * application's buffer when it runs (as CUDA would), from pageable memory a snapshot taken at the call. */
-static CUresult h2d_common(const hcall_t *c)
+/* from: where the source lies (mem_kind), MEM_UNKNOWN where the caller did not ask. */
+static CUresult h2d_common(const hcall_t *c, int from)
 {
     if (!enter())
         return eager_h2d(c);
-    unsigned type = 0;
-    CUresult pr = host_mem_type(c->src, &type);
-    int pinned = pr == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
-    int pageable = pr == CUDA_ERROR_INVALID_VALUE;
+    if (from == MEM_UNKNOWN)
+        from = mem_kind((CUdeviceptr)(uintptr_t)c->src);
+    int pinned = from == MEM_PINNED, pageable = from == MEM_PAGEABLE;
     /* a pageable source is snapshotted into a staging buffer: one that fits; a page-locked one, any size */
-    if (per_thread(c->id, c->stream) || c->n == 0 || !c->src || (!pinned && !pageable) ||
+    if (per_thread(c->id, c->stream) || c->n == 0 || (!pinned && !pageable) ||
         (pageable && c->n > ((size_t)ag_opt(AG_OPT_STAGING_KB)->num << 10))) {
         barrier(0xba77ULL + (uint64_t)c->id, FB_UNDEFERRABLE);
         leave(); /* a pageable copy may block: never under the lock */
@@ -1858,42 +1873,19 @@ static CUresult h2d_common(const hcall_t *c)
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     hcall_t c = {id, dst, src, n, s};
-    return h2d_common(&c);
+    return h2d_common(&c, MEM_UNKNOWN);
 }
 
 CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n)
 {
     dcall_t c = {id, dst, src, n, NULL};
-    return d2h_common(&c, 0);
+    return d2h_common(&c, 0, MEM_UNKNOWN);
 }
 
 CUresult ag_engine_d2h_async(ag_id_t id, void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     dcall_t c = {id, dst, src, n, s};
-    return d2h_common(&c, 1);
-}
-
-/* The memory a pointer of a unified copy lies in: CU_MEMORYTYPE_DEVICE (device memory, of any context:
- * a copy between two devices is a peer copy, which a graph's copy node makes too), CU_MEMORYTYPE_HOST
- * (page-locked), -1 for pageable memory (the driver knows nothing of it), 0 for anything else (managed
- * memory, or the driver cannot tell). */
-static int unified_side(CUdeviceptr p)
-{
-    if (!ag_drv.cuPointerGetAttribute)
-        return 0;
-    unsigned type = 0;
-    CUresult r = ag_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
-    if (r == CUDA_ERROR_INVALID_VALUE)
-        return -1;
-    if (r != CUDA_SUCCESS || (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_HOST))
-        return 0;
-    if (type == CU_MEMORYTYPE_DEVICE) {
-        uint64_t managed = 0; /* a boolean the driver writes as an int; room for more all the same */
-        r = ag_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
-        if (r != CUDA_SUCCESS || managed)
-            return 0;
-    }
-    return (int)type;
+    return d2h_common(&c, 1, MEM_UNKNOWN);
 }
 
 /* cuMemcpyAsync, the unified form: CUDA tells the direction from the pointers (cudaMemcpyAsync with
@@ -1903,14 +1895,13 @@ static int unified_side(CUdeviceptr p)
  * a pointer the driver cannot place: a barrier. Issued eagerly, it goes back through cuMemcpyAsync. */
 CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    int to = unified_side(dst), from = unified_side(src);
-    if (from == CU_MEMORYTYPE_DEVICE && to != CU_MEMORYTYPE_DEVICE && to != 0) {
+    int to = mem_kind(dst), from = mem_kind(src);
+    int host_to = to == MEM_PINNED || to == MEM_PAGEABLE, host_from = from == MEM_PINNED || from == MEM_PAGEABLE;
+    if (from == MEM_DEVICE && host_to) {
         dcall_t c = {id, (void *)(uintptr_t)dst, src, n, s};
-        return d2h_common(&c, 1); /* resting too: a blocking copy may end a segment */
+        return d2h_common(&c, 1, to); /* resting too: a blocking copy may end a segment */
     }
-    int kind = from == CU_MEMORYTYPE_DEVICE && to == CU_MEMORYTYPE_DEVICE ? 1
-               : to == CU_MEMORYTYPE_DEVICE && from != 0        ? 2
-                                                                : 0;
+    int kind = from == MEM_DEVICE && to == MEM_DEVICE ? 1 : to == MEM_DEVICE && host_from ? 2 : 0;
     if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed) != AG_ENGINE_ACTIVE && kind) {
         ag_engine_rested(); /* resting: as the other deferrable calls, straight to the driver */
         return eager_unified(id, dst, src, n, s);
@@ -1921,7 +1912,7 @@ CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, si
     }
     if (kind == 2) {
         hcall_t c = {id, dst, (const void *)(uintptr_t)src, n, s};
-        return h2d_common(&c);
+        return h2d_common(&c, from);
     }
     if (!enter())
         return eager_unified(id, dst, src, n, s);
