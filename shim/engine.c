@@ -1181,8 +1181,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.recs[E.nrecs].ev = o->event;
         E.recs[E.nrecs++].pos = pos0;
         seg_record(o->event);
-    } else if (o->kind == OP_EVWAIT) {
-        seg_add(E.seg_waits, &E.nseg_waits, o->event);
     }
     if (deferred) {
         if (E.seg_timed) /* a graph runs part of it: its kernels are not timed one by one */
@@ -1666,7 +1664,10 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
         return eager_event(c);
     } else {
         uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
+        int held = op_arrive(&o, NULL, NULL, 0, &sig, NULL);
+        if (kind == OP_EVWAIT) /* in the program's order, held or not (ag_engine_event_destroy) */
+            seg_add(E.seg_waits, &E.nseg_waits, c->ev);
+        if (!held) {
             leave();
             return issue_now(eager_event, c, sig, 0, 0, 0);
         }
