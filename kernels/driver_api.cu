@@ -1,8 +1,12 @@
 /* driver_api: the driver API only: an embedded fatbin loaded with cuModuleLoadData, launches through
  * cuLaunchKernelEx (with a priority attribute) and cuLaunchKernel, arguments through kernelParams and
  * through `extra` packed buffers, a cuStreamSynchronize per iteration. The library must read argument
- * bytes from both forms (and CUfunction handles) and replay them identically. */
+ * bytes from both forms (and CUfunction handles) and replay them identically.
+ * --contexts N runs the same work in N contexts of the device (the primary one and N-1 created ones,
+ * each with its module, buffers and seed), one after the other in each iteration, or with --threads 1
+ * each in a thread of its own: every context is the library's to replay, not only the first. */
 #include <cuda.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #include "common.h"
@@ -41,10 +45,12 @@ typedef struct {
 static_assert(offsetof(logistic_args, r) == 8 && sizeof(logistic_args) == 16, "logistic_args layout");
 
 typedef struct {
+  CUcontext cu;
+  CUmodule mod;
   CUfunction axpb, mix, logistic;
   CUdeviceptr a, c;
   int priority;
-  long launches;
+  long launches, iters;
 } ctx_t;
 
 static void launch_ex(ctx_t *c, CUstream s, CUfunction f, void **params, void **extra) {
@@ -105,36 +111,65 @@ static void enqueue(CUstream s, ctx_t *c) {
   CU(cuLaunchKernel(c->mix, grid, 1, 1, THREADS, 1, 1, 0, s, params, NULL));
 }
 
-int main(int argc, char **argv) {
-  ag_args args;
-  long launches = 64;
-  ag_opt opts[] = {{"--kernels", 'i', &launches}};
-  ag_parse(argc, argv, &args, 1500, opts, 1);
-
-  CUdevice dev;
-  CUcontext ctx;
-  CU(cuInit(0));
-  CU(cuDeviceGet(&dev, 0));
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
-  CUmodule mod;
-  CU(cuModuleLoadData(&mod, ag_driver_api_fatbin));
-  ctx_t c;
-  c.launches = launches;
-  CU(cuModuleGetFunction(&c.axpb, mod, "ag_axpb"));
-  CU(cuModuleGetFunction(&c.mix, mod, "ag_mix"));
-  CU(cuModuleGetFunction(&c.logistic, mod, "ag_logistic"));
+/* Context c (current): its module, functions and buffers, filled from seed. */
+static void setup(ctx_t *c, uint64_t seed) {
+  CU(cuModuleLoadData(&c->mod, ag_driver_api_fatbin));
+  CU(cuModuleGetFunction(&c->axpb, c->mod, "ag_axpb"));
+  CU(cuModuleGetFunction(&c->mix, c->mod, "ag_mix"));
+  CU(cuModuleGetFunction(&c->logistic, c->mod, "ag_logistic"));
   int least, greatest;
   CU(cuCtxGetStreamPriorityRange(&least, &greatest));
-  c.priority = greatest;
-
+  c->priority = greatest;
   static float h[N];
-  CU(cuMemAlloc(&c.a, sizeof h));
-  CU(cuMemAlloc(&c.c, sizeof h));
-  ag_fill_uniform(h, N, args.seed, 0.0f, 1.0f);
-  CU(cuMemcpyHtoD(c.a, h, sizeof h));
-  ag_fill_uniform(h, N, args.seed + 1, 0.0f, 1.0f);
-  CU(cuMemcpyHtoD(c.c, h, sizeof h));
+  CU(cuMemAlloc(&c->a, sizeof h));
+  CU(cuMemAlloc(&c->c, sizeof h));
+  ag_fill_uniform(h, N, seed, 0.0f, 1.0f);
+  CU(cuMemcpyHtoD(c->a, h, sizeof h));
+  ag_fill_uniform(h, N, seed + 1, 0.0f, 1.0f);
+  CU(cuMemcpyHtoD(c->c, h, sizeof h));
+}
+
+/* --threads: context c's whole loop in a thread of its own. */
+static void *context_thread(void *arg) {
+  ctx_t *c = (ctx_t *)arg;
+  CU(cuCtxSetCurrent(c->cu));
+  for (long it = 0; it < c->iters; it++) {
+    enqueue(NULL, c);
+    CU(cuStreamSynchronize(NULL));
+  }
+  CU(cuCtxSynchronize());
+  return NULL;
+}
+
+#define MAX_CONTEXTS 8
+
+int main(int argc, char **argv) {
+  ag_args args;
+  long launches = 64, ncontexts = 1, threads = 0;
+  ag_opt opts[] = {{"--kernels", 'i', &launches}, {"--contexts", 'i', &ncontexts}, {"--threads", 'i', &threads}};
+  ag_parse(argc, argv, &args, 1500, opts, 3);
+  if (ncontexts < 1 || ncontexts > MAX_CONTEXTS || (args.graph && ncontexts > 1)) {
+    fprintf(stderr, "driver_api: --contexts takes 1..%d (1 with --graph)\n", MAX_CONTEXTS);
+    return 2;
+  }
+
+  CUdevice dev;
+  CU(cuInit(0));
+  CU(cuDeviceGet(&dev, 0));
+  static ctx_t cs[MAX_CONTEXTS];
+  for (long k = 0; k < ncontexts; k++) {
+    if (k == 0) {
+      CU(cuDevicePrimaryCtxRetain(&cs[k].cu, dev));
+      CU(cuCtxSetCurrent(cs[k].cu));
+    } else {
+      CU(cuCtxCreate(&cs[k].cu, NULL, 0, dev)); /* current from here on */
+    }
+    cs[k].launches = launches;
+    cs[k].iters = args.iters;
+    setup(&cs[k], args.seed + 2 * (uint64_t)k);
+  }
+  CU(cuCtxSetCurrent(cs[0].cu));
+  ctx_t *c = &cs[0];
 
   CUstream gs = NULL;
   CUgraphExec exec = NULL;
@@ -142,7 +177,7 @@ int main(int argc, char **argv) {
     CUgraph graph;
     CU(cuStreamCreate(&gs, CU_STREAM_NON_BLOCKING));
     CU(cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    enqueue(gs, &c);
+    enqueue(gs, c);
     CU(cuStreamEndCapture(gs, &graph));
     CU(cuGraphInstantiate(&exec, graph, 0));
     CU(cuGraphDestroy(graph));
@@ -150,31 +185,61 @@ int main(int argc, char **argv) {
 
   CU(cuCtxSynchronize());
   double t0 = ag_now_ms();
-  for (long it = 0; it < args.iters; it++) {
-    ag_loop_mark(it, args.iters);
-    if (args.graph) {
-      CU(cuGraphLaunch(exec, gs));
-      CU(cuStreamSynchronize(gs));
-    } else {
-      enqueue(NULL, &c);
-      CU(cuStreamSynchronize(NULL));
+  if (threads && ncontexts > 1) {
+    pthread_t th[MAX_CONTEXTS];
+    for (long k = 0; k < ncontexts; k++)
+      if (pthread_create(&th[k], NULL, context_thread, &cs[k]) != 0) {
+        fprintf(stderr, "driver_api: cannot start a thread\n");
+        return 1;
+      }
+    for (long k = 0; k < ncontexts; k++)
+      pthread_join(th[k], NULL);
+  } else {
+    for (long it = 0; it < args.iters; it++) {
+      ag_loop_mark(it, args.iters);
+      if (args.graph) {
+        CU(cuGraphLaunch(exec, gs));
+        CU(cuStreamSynchronize(gs));
+        continue;
+      }
+      for (long k = 0; k < ncontexts; k++) {
+        if (ncontexts > 1)
+          CU(cuCtxSetCurrent(cs[k].cu));
+        enqueue(NULL, &cs[k]);
+        CU(cuStreamSynchronize(NULL));
+      }
     }
   }
+  CU(cuCtxSetCurrent(c->cu));
   CU(cuCtxSynchronize());
   ag_report_loop(ag_now_ms() - t0);
 
-  CU(cuMemcpyDtoH(h, c.a, sizeof h));
+  static float h[N];
+  CU(cuMemcpyDtoH(h, c->a, sizeof h));
   printf("sample: driver_api\niters: %ld launches: %ld\na[0]: %a a[%d]: %a\n", args.iters, launches + 1,
          (double)h[0], N - 1, (double)h[N - 1]);
-  uint64_t sum = ag_fnv1a(AG_FNV_INIT, h, sizeof h);
-  CU(cuMemcpyDtoH(h, c.c, sizeof h));
-  sum = ag_fnv1a(sum, h, sizeof h);
+  uint64_t sum = AG_FNV_INIT;
+  for (long k = 0; k < ncontexts; k++) {
+    CU(cuCtxSetCurrent(cs[k].cu));
+    CU(cuMemcpyDtoH(h, cs[k].a, sizeof h));
+    sum = ag_fnv1a(sum, h, sizeof h);
+    CU(cuMemcpyDtoH(h, cs[k].c, sizeof h));
+    sum = ag_fnv1a(sum, h, sizeof h);
+  }
+  if (ncontexts > 1)
+    printf("contexts: %ld%s\n", ncontexts, threads ? " (a thread each)" : "");
   ag_print_checksum(sum);
+  CU(cuCtxSetCurrent(c->cu));
   if (exec) CU(cuGraphExecDestroy(exec));
   if (gs) CU(cuStreamDestroy(gs));
-  CU(cuMemFree(c.a));
-  CU(cuMemFree(c.c));
-  CU(cuModuleUnload(mod));
+  for (long k = ncontexts - 1; k >= 0; k--) {
+    CU(cuCtxSetCurrent(cs[k].cu));
+    CU(cuMemFree(cs[k].a));
+    CU(cuMemFree(cs[k].c));
+    CU(cuModuleUnload(cs[k].mod));
+    if (k)
+      CU(cuCtxDestroy(cs[k].cu));
+  }
   CU(cuDevicePrimaryCtxRelease(dev));
   return 0;
 }

@@ -60,14 +60,18 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 
 /* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
-static struct {
+/* One engine per CUDA context (at most AG_MAX_ENGINES; a context past them runs eagerly): each has its
+ * own lock, learner, held work and graphs (graph.c keeps its part per engine too). A thread works for
+ * the engine of its current context (E below); calls that concern every context (a sync from a thread
+ * with no context, a pause, the exit) visit the engines one at a time, never holding two locks. */
+struct engine {
     _Alignas(64) pthread_mutex_t lock; /* the struct starts a line (see the hot fields) */
     int ready, disabled;
     CUcontext ctx;
     /* What every launch held back reads or writes, in the lock's line and the three after it:
      * prefetch_hot asks for them at once (an interpreter running between launches evicts them every
      * time). */
-    int app_captures;
+    int idx; /* in engines[] */
     int nmatch;
     int ntainted;
     int cupti_learning; /* CUPTI attached for learning (AUTOGRAPH_CUPTI=learn, see the guard below) */
@@ -131,9 +135,7 @@ static struct {
      * would time the graph's end). Destroying an event forgets it. */
     ag_ptrset_t timed_events;
     uint64_t timed_records, event_destroys_passed;
-    /* the stall watcher (AUTOGRAPH_STALL_MS): started with the first held operation */
-    int watcher_started;
-    uint64_t stalls;
+    uint64_t stalls; /* held work the stall watcher issued (AUTOGRAPH_STALL_MS) */
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
     uint64_t replayed, graph_launches, copies_out, d2h_pinned_held;
@@ -161,13 +163,12 @@ static struct {
      * guarded_seen: the learner's guarded_total then; window_from: its guarded_total when the window
      * opened; detached_t: host time (ns) when the last window closed; setup_ns: its attach and detach */
     uint64_t guarded_at, guarded_seen, window_from, detached_t, setup_ns;
-    int trusted;        /* a window closed with no call past the hooks after guarding work (learn mode) */
     /* the engine's context ended (destroyed, or its device's primary context released or reset; the
      * runtime's release at exit counts too): its streams, events, graphs and staging buffers went with
      * it, and a later context may get its handle; the engine stops for good. dev: the context's device. */
     int ctx_ended;
     CUdevice dev;
-    int unhooked_seen, guard_stopped;
+    int guard_stopped;
     /* the current segment's timing: operations from seg_op0, host time from the first one, eager
      * kernels; timed (seg_timed, with the hot fields) while CUPTI was attached throughout and nothing in
      * it was deferred */
@@ -216,7 +217,45 @@ static struct {
     ag_run_t pp_how;
     uint64_t pp_seed, pp_t0;
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels;
-} E = {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}};
+};
+
+#define ENGINE_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}}
+static struct engine engines[AG_MAX_ENGINES] = {ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT,
+                                                ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT,
+                                                ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT,
+                                                ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT};
+_Static_assert(AG_MAX_ENGINES == 16, "one initializer per engine");
+/* engines made so far (each with its context set before it is counted) */
+static atomic_int n_engines;
+static pthread_mutex_t engines_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The engine this thread works for now: every entry selects it (use) before it reads E. */
+static AG_TLS struct engine *eng = &engines[0];
+#define E (*eng)
+
+static int engine_count(void)
+{
+    return atomic_load_explicit(&n_engines, memory_order_acquire);
+}
+
+/* Selects engine e for this thread (and the graph module's part of it); returns the one selected before. */
+static struct engine *use(struct engine *e)
+{
+    struct engine *prev = eng;
+    eng = e;
+    ag_graph_use((unsigned)e->idx);
+    return prev;
+}
+
+/* Process-wide, whichever engine set them: the program's own captures under way (every engine passes
+ * its calls then), the CUPTI guard's findings (a call past every hook, a window that closed with none:
+ * properties of the program, not of a context), and the engine whose segments CUPTI times (the one
+ * that opened the learning window; in the modes that keep CUPTI attached, the first engine): kernel
+ * records are tied to one engine's operation numbers. */
+static int g_app_captures;
+static int g_unhooked_seen, g_trusted;
+static struct engine *g_timer;
+static int g_window_close; /* another engine launched a graph while g_timer's window was open */
+static atomic_int g_watcher_started;
 
 atomic_int ag_engine_on;
 AG_TLS unsigned ag_rest_ops;
@@ -227,9 +266,16 @@ AG_TLS unsigned ag_rest_ops;
 static AG_TLS uint64_t sample_ts[TS_COUNT];
 static AG_TLS int sample_phased;
 
-/* E.drains + 1 when this thread last held an operation back: while E.drains has not moved on, that
- * operation is still pending. */
+/* E.drains + 1 of engine tl_hold_eng when this thread last held an operation back there: while its
+ * drains has not moved on, that operation is still pending. */
 static AG_TLS uint64_t tl_holds;
+static AG_TLS struct engine *tl_hold_eng;
+
+static void note_hold(void)
+{
+    tl_holds = E.drains + 1;
+    tl_hold_eng = eng;
+}
 
 /* Operations of timed segments one by one, for the modeled chunk plan (ag_plan_best): when each reached
  * the engine, how long its eager driver call took, and for all but kernels (whose GPU time CUPTI gives)
@@ -264,11 +310,15 @@ static uint32_t est_gpu_ns(const ag_op_t *o)
     }
 }
 
-static void disable(const char *why, CUresult r)
+/* An internal failure: this context's engine stops (everything does where the driver itself lacks what
+ * the engine needs, `all`), and the program goes on with plain launches. */
+static void disable(const char *why, CUresult r, int all)
 {
     E.disabled = 1;
-    atomic_store(&ag_engine_on, 0);
-    ag_log(AG_LOG_ERROR, "engine disabled (%s, CUDA error %d); the program goes on with plain launches", why, (int)r);
+    if (all)
+        atomic_store(&ag_engine_on, 0);
+    ag_log(AG_LOG_ERROR, "engine disabled%s (%s, CUDA error %d); the program goes on with plain launches",
+           all ? "" : " for one context", why, (int)r);
 }
 
 /* Timing request i operation by operation, as replay would take it (each operation's host time less its
@@ -367,22 +417,38 @@ static void note_guarded(void)
         E.guarded_at = E.ops;
 }
 
-/* A new segment starts (after a barrier, real or virtual): timed if CUPTI is attached. */
+/* This engine's segments are the ones CUPTI times now (g_timer). */
+static int timing_here(void)
+{
+    return __atomic_load_n(&g_timer, __ATOMIC_RELAXED) == eng && ag_cupti_attached();
+}
+
+/* A new segment starts (after a barrier, real or virtual): timed if CUPTI is attached for this engine. */
 static void segment_begin(void)
 {
     E.seg_op0 = E.ops;
     E.seg_t0 = 0;
     E.seg_kernels = 0;
-    E.seg_timed = ag_cupti_attached();
+    E.seg_timed = timing_here();
     E.seg_whole = 1;
 }
 
-/* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. */
+/* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. A window is one engine's
+ * (g_timer): it opens only where no other engine's is open. */
 static void cupti_learning(int on)
 {
+    if (on) {
+        struct engine *none = NULL;
+        if (!__atomic_compare_exchange_n(&g_timer, &none, eng, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return;
+    }
     uint64_t t0 = ag_now_ns();
     ag_cupti_learning(on);
     uint64_t t1 = ag_now_ns();
+    if (!on) {
+        __atomic_store_n(&g_window_close, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_timer, NULL, __ATOMIC_RELEASE);
+    }
     E.pf_other = 1; /* attaching and detaching take milliseconds */
     E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
     E.cupti_learning = on;
@@ -398,8 +464,8 @@ static void cupti_learning(int on)
         resolve_timings(); /* detaching delivered every record CUPTI had */
         E.detached_t = ag_now_ns();
         /* a window that made work deferrable and caught nothing: the program is trusted */
-        if (!E.unhooked_seen && E.learner.guarded_total > E.window_from)
-            E.trusted = 1;
+        if (!g_unhooked_seen && E.learner.guarded_total > E.window_from)
+            g_trusted = 1;
     }
 }
 
@@ -441,6 +507,7 @@ static void sighted(ag_variant_t *v)
     if (guarded)
         return;
     if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
+        !__atomic_load_n(&g_timer, __ATOMIC_RELAXED) &&
         ag_cupti_can_guard() && (!E.detached_t || ag_now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
         cupti_learning(1);
 }
@@ -469,7 +536,7 @@ static void watcher_start(void);
 static ag_op_t *pending_slot(void)
 {
     if (E.npending == E.cap_pending) {
-        if (!E.watcher_started)
+        if (!atomic_exchange(&g_watcher_started, 1))
             watcher_start(); /* the first operation held back (the list grows from nothing) */
         uint32_t cap = E.cap_pending ? E.cap_pending * 2 : 256;
         ag_op_t *p = aligned_alloc(64, (sizeof *p * cap + 63) & ~(size_t)63);
@@ -640,6 +707,9 @@ static void complete(ag_variant_t *v)
     if (E.cupti_learning) {
         cupti_learning(0); /* callbacks make a graph launch cost 200-365 us (counted in setup_ns) */
         t2 = ag_now_ns();
+    } else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN) {
+        /* another engine's window: it closes at that engine's next operation */
+        __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
     }
     int k = sample_begin(E.pending[0].stream);
     CUresult r = ag_graph_launch(g, &c);
@@ -685,7 +755,7 @@ static int hold_for_timing(void)
 
 static void refresh_candidates(void)
 {
-    E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !E.trusted);
+    E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !g_trusted);
     E.ncand = E.guard_stopped || E.pf_forced || hold_for_timing() ? 0 : ag_learner_candidates(&E.learner, E.cands);
     memcpy(E.match, E.cands, sizeof E.cands);
     for (int i = 0; i < E.ncand; i++) {
@@ -727,45 +797,53 @@ static void own_ctx_end(int pushed);
 
 /* Held work waits for the program's next call. A program that waits for a kernel's write to memory it
  * reads directly (zero-copy, a flag a kernel sets), making no CUDA call until it sees it, would wait
- * forever. A thread of the shim's looks every half period: held work, and no operation (E.ops) and no
- * drain (E.drains) since its last look, means nothing came for at least half a period, and at its next
- * such look a whole one: then the held work is issued as at any fallback. It reads those counters
- * without the lock (a stale value only delays it by a look) and decides again under it. */
+ * forever. A thread of the shim's looks at every engine every half period: held work, and no operation
+ * (E.ops) and no drain (E.drains) since its last look, means nothing came for at least half a period,
+ * and at its next such look a whole one: then the held work is issued as at any fallback. It reads
+ * those counters without the lock (a stale value only delays it by a look) and decides again under it. */
 static void *watcher_main(void *arg)
 {
     (void)arg;
     uint64_t period_ns = (uint64_t)ag_opt(AG_OPT_STALL_MS)->num * 1000000ull / 2;
-    uint64_t seen_ops = UINT64_MAX, seen_drains = UINT64_MAX;
-    int quiet = 0;
+    struct {
+        uint64_t ops, drains;
+        int quiet;
+    } seen[AG_MAX_ENGINES];
+    for (int i = 0; i < AG_MAX_ENGINES; i++)
+        seen[i].ops = seen[i].drains = UINT64_MAX, seen[i].quiet = 0;
     for (;;) {
         struct timespec ts = {(time_t)(period_ns / 1000000000ull), (long)(period_ns % 1000000000ull)};
         while (nanosleep(&ts, &ts) != 0)
             ;
-        if (__atomic_load_n(&E.disabled, __ATOMIC_RELAXED))
-            return NULL;
-        uint64_t ops = __atomic_load_n(&E.ops, __ATOMIC_RELAXED), drains = __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE);
-        int held = __atomic_load_n(&E.npending, __ATOMIC_RELAXED) > 0;
-        quiet = held && ops == seen_ops && drains == seen_drains ? quiet + 1 : 0;
-        seen_ops = ops, seen_drains = drains;
-        if (quiet < 2)
-            continue;
-        quiet = 0;
-        pthread_mutex_lock(&E.lock);
-        if (!E.disabled && E.npending && E.ops == ops && E.drains == drains) {
-            ag_hook_depth++; /* the held work is the program's: not calls past every hook */
-            int pushed = own_ctx();
-            E.stalls++;
-            AG_LOG_CAPPED(AG_LOG_INFO, "held work waited %lld ms with no call of the program: issued",
-                          (long long)ag_opt(AG_OPT_STALL_MS)->num);
-            /* the program waits at this point by other means: its candidates back off (2, 4, 8 ...
-             * times the warm-up before they are held again), so a wait that recurs costs a stall now and
-             * then, not every time */
-            ag_learner_stalled(&E.learner, E.match, E.nmatch);
-            fallback(FB_STALLED);
-            own_ctx_end(pushed);
-            ag_hook_depth--;
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed) && engines[0].disabled)
+            return NULL; /* the shim is off for good */
+        for (int i = 0, n = engine_count(); i < n; i++) {
+            struct engine *e = &engines[i];
+            uint64_t ops = __atomic_load_n(&e->ops, __ATOMIC_RELAXED), drains = __atomic_load_n(&e->drains, __ATOMIC_ACQUIRE);
+            int held = __atomic_load_n(&e->npending, __ATOMIC_RELAXED) > 0;
+            seen[i].quiet = held && ops == seen[i].ops && drains == seen[i].drains ? seen[i].quiet + 1 : 0;
+            seen[i].ops = ops, seen[i].drains = drains;
+            if (seen[i].quiet < 2)
+                continue;
+            seen[i].quiet = 0;
+            use(e);
+            pthread_mutex_lock(&E.lock);
+            if (!E.disabled && E.npending && E.ops == ops && E.drains == drains) {
+                ag_hook_depth++; /* the held work is the program's: not calls past every hook */
+                int pushed = own_ctx();
+                E.stalls++;
+                AG_LOG_CAPPED(AG_LOG_INFO, "held work waited %lld ms with no call of the program: issued",
+                              (long long)ag_opt(AG_OPT_STALL_MS)->num);
+                /* the program waits at this point by other means: its candidates back off (2, 4, 8 ...
+                 * times the warm-up before they are held again), so a wait that recurs costs a stall now
+                 * and then, not every time */
+                ag_learner_stalled(&E.learner, E.match, E.nmatch);
+                fallback(FB_STALLED);
+                own_ctx_end(pushed);
+                ag_hook_depth--;
+            }
+            pthread_mutex_unlock(&E.lock);
         }
-        pthread_mutex_unlock(&E.lock);
     }
 }
 
@@ -773,7 +851,6 @@ static void *watcher_main(void *arg)
  * the watcher existed. */
 static void watcher_start(void)
 {
-    E.watcher_started = 1;
     if (ag_opt(AG_OPT_STALL_MS)->num <= 0)
         return;
     pthread_t t;
@@ -828,14 +905,17 @@ static void rest_end(void)
 void ag_engine_rest_tick(void)
 {
     ag_rest_ops = 0;
-    if (atomic_fetch_sub_explicit(&E.rest_ops_left, AG_REST_TICK, memory_order_relaxed) > AG_REST_TICK)
+    struct engine *e = &engines[0]; /* the one that rests (only a single engine does) */
+    if (atomic_fetch_sub_explicit(&e->rest_ops_left, AG_REST_TICK, memory_order_relaxed) > AG_REST_TICK)
         return;
+    struct engine *prev = use(e);
     pthread_mutex_lock(&E.lock);
     if (E.rest_left) {
         rest_end(); /* learning goes on from here, mid-segment */
         E.rest_ended_by_ops++;
     }
     pthread_mutex_unlock(&E.lock);
+    use(prev);
 }
 
 /* ---- does the graph pay (AUTOGRAPH_PROBE) ---- */
@@ -965,8 +1045,14 @@ static void barrier(uint64_t kind, int reason)
     E.rseg_op0 = E.ops;
     E.rseg_repeated = 0;
     uint32_t n = seg_ops >= REST_MIN_OPS ? ag_rest_segment(&E.rest, repeated, content, E.rest_after) : 0;
-    if (n && !E.npending)
-        rest_begin(n, seg_ops);
+    /* Resting sends every context's calls to the driver: only while there is one engine, and no other
+     * is made while it rests (engine_of), so that none can hold work the resting calls would pass. */
+    if (n && !E.npending) {
+        pthread_mutex_lock(&engines_lock);
+        if (engine_count() == 1)
+            rest_begin(n, seg_ops);
+        pthread_mutex_unlock(&engines_lock);
+    }
 }
 
 /* A barrier from a thread whose current context may be another one, or none. */
@@ -991,13 +1077,22 @@ static uint64_t timer_cost(void)
     return least;
 }
 
+/* The driver's entry points, bound once for every engine. */
+static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
+static int bind_result;
+static void bind_driver(void)
+{
+    bind_result = ag_record_bind();
+}
+
 static int init_engine(CUcontext ctx)
 {
     E.ready = 1;
     E.ctx = ctx;
     E.dev = -1;
-    if (ag_record_bind() != 0) {
-        disable("the driver lacks an entry point the engine needs", CUDA_ERROR_NOT_FOUND);
+    pthread_once(&bind_once, bind_driver);
+    if (bind_result != 0) {
+        disable("the driver lacks an entry point the engine needs", CUDA_ERROR_NOT_FOUND, 1);
         return -1;
     }
     if (ag_drv.cuCtxGetDevice(&E.dev) != CUDA_SUCCESS) /* ctx is current */
@@ -1005,20 +1100,26 @@ static int init_engine(CUcontext ctx)
     if (ag_learner_init(&E.learner, (uint32_t)ag_opt(AG_OPT_CHUNK)->num, (uint32_t)ag_opt(AG_OPT_CHUNK_FIRST)->num,
                         (uint32_t)ag_opt(AG_OPT_WARMUP)->num,
                         4096, ag_graph_release, NULL) != 0) {
-        disable("out of memory", CUDA_ERROR_OUT_OF_MEMORY);
+        disable("out of memory", CUDA_ERROR_OUT_OF_MEMORY, 0);
         return -1;
     }
     CUresult r = ag_graph_init(ctx, (uint32_t)ag_opt(AG_OPT_MAX_GRAPHS)->num,
                                (size_t)ag_opt(AG_OPT_STAGING_KB)->num << 10);
     if (r != CUDA_SUCCESS) {
-        disable("cannot set up graph capture", r);
+        disable("cannot set up graph capture", r, 0);
         return -1;
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
     E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
     E.timer_ns = timer_cost();
-    ag_learner_watch(&E.learner, ag_cupti_attached()); /* guard and always modes: attached from the start */
+    /* guard and always modes: attached from the start (the first engine's segments are timed); in learn
+     * mode CUPTI may be attached now for another engine's window, which does not watch this one's work */
+    int always = ag_cupti_attached() && ag_cupti_mode() != AG_CUPTI_LEARN;
+    ag_learner_watch(&E.learner, always);
+    struct engine *none = NULL;
+    if (always)
+        __atomic_compare_exchange_n(&g_timer, &none, eng, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     /* Probes time segments with CUPTI detached: in the modes that keep it attached they never could. */
     E.pf_on = ag_opt(AG_OPT_PROBE)->num == AG_PROBE_ON &&
               (ag_cupti_mode() == AG_CUPTI_OFF || ag_cupti_mode() == AG_CUPTI_LEARN);
@@ -1163,7 +1264,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             }
             if (ok) {
                 ag_op_copy(slot, o);
-                tl_holds = E.drains + 1;
+                note_hold();
                 if (t0 && sample_phased)
                     sample_ts[TS_COPIED] = ag_now_ns();
                 E.npending++;
@@ -1191,8 +1292,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.pf_probe_kernels += E.pf_probing && o->kind == OP_KERNEL;
     }
     E.ops++;
-    if (E.cupti_learning && E.ops - E.guarded_at >= ATTACH_WINDOW)
-        cupti_learning(0); /* the window guarded nothing new for a while */
+    if (E.cupti_learning &&
+        (E.ops - E.guarded_at >= ATTACH_WINDOW || __atomic_load_n(&g_window_close, __ATOMIC_RELAXED)))
+        cupti_learning(0); /* the window guarded nothing new for a while, or another engine launches graphs */
     int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {
         /* a held-back launch, from the engine's entry to here (the learner included; one that completes
@@ -1243,7 +1345,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
 AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call, uint64_t sig, int kernel,
                                  uint64_t op, uint64_t t0)
 {
-    ag_timing_op = kernel ? op + 1 : 0; /* CUPTI ties the kernel's timing record to the operation */
+    /* CUPTI ties the kernel's timing record to the operation (of the engine it times only: the records
+     * keep 32 bits of the operation number) */
+    ag_timing_op = kernel && __atomic_load_n(&g_timer, __ATOMIC_RELAXED) == eng ? op + 1 : 0;
     uint64_t timed = tl_timed_op, ts = t0;
     if (timed) {
         tl_timed_op = 0;
@@ -1267,37 +1371,102 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
     return r;
 }
 
-/* cuCtxGetCurrent, published once the engine is set up: enter calls it before taking the lock. */
+/* cuCtxGetCurrent, published once found: enter calls it before taking any lock. */
 static _Atomic(ag_drv_cuCtxGetCurrent_t) ctx_query;
+
+static ag_drv_cuCtxGetCurrent_t find_ctx_query(void)
+{
+    ag_drv_cuCtxGetCurrent_t q = atomic_load_explicit(&ctx_query, memory_order_acquire);
+    if (q)
+        return q;
+    if (!ag_drv.cuCtxGetCurrent) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        q = h ? (ag_drv_cuCtxGetCurrent_t)ag_real_dlsym(h, "cuCtxGetCurrent") : NULL;
+    } else {
+        q = ag_drv.cuCtxGetCurrent;
+    }
+    if (q)
+        atomic_store_explicit(&ctx_query, q, memory_order_release);
+    return q;
+}
+
+/* The engine of context ctx: found, or (create) made; NULL where every one is taken. An engine whose
+ * context ended is never found again: a later context may get its handle, and gets a new engine. */
+static struct engine *engine_of(CUcontext ctx, int create)
+{
+    int n = atomic_load_explicit(&n_engines, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (engines[i].ctx == ctx && !__atomic_load_n(&engines[i].ctx_ended, __ATOMIC_RELAXED))
+            return &engines[i];
+    if (!create)
+        return NULL;
+    struct engine *e = NULL;
+    pthread_mutex_lock(&engines_lock);
+    int m = atomic_load_explicit(&n_engines, memory_order_relaxed);
+    for (int i = n; i < m && !e; i++) /* made meanwhile by another thread */
+        if (engines[i].ctx == ctx && !__atomic_load_n(&engines[i].ctx_ended, __ATOMIC_RELAXED))
+            e = &engines[i];
+    if (!e && m && atomic_load(&ag_engine_on) == AG_ENGINE_RESTING) {
+        /* the first engine rests: this context waits for its end (the calls pass meanwhile) */
+    } else if (!e && m < AG_MAX_ENGINES) {
+        e = &engines[m];
+        e->idx = m;
+        e->ctx = ctx;
+        atomic_store_explicit(&n_engines, m + 1, memory_order_release);
+        if (m == 1)
+            ag_log(AG_LOG_INFO, "a second CUDA context: each context gets an engine of its own");
+    } else if (!e) {
+        AG_LOG_CAPPED(AG_LOG_WARN, "more than %d CUDA contexts: the others run with plain launches", AG_MAX_ENGINES);
+    }
+    pthread_mutex_unlock(&engines_lock);
+    return e;
+}
+
+/* The context the thread's engine lookup last found, and its engine (NULL: none). */
+static AG_TLS CUcontext tl_ctx;
+static AG_TLS struct engine *tl_eng;
+
+/* The engine of the calling thread's current context, made if need be (create); NULL where there is
+ * no context, or no engine for it. Selects nothing. */
+static struct engine *current_engine(int create)
+{
+    ag_drv_cuCtxGetCurrent_t query = find_ctx_query();
+    CUcontext ctx = NULL;
+    if (!query || query(&ctx) != CUDA_SUCCESS || !ctx)
+        return NULL;
+    if (ctx == tl_ctx && tl_eng)
+        return tl_eng;
+    struct engine *e = engine_of(ctx, create);
+    /* not found is kept only where every engine is taken (resting, or not asked to make one: later) */
+    tl_ctx = e || engine_count() == AG_MAX_ENGINES ? ctx : NULL;
+    tl_eng = e;
+    return e;
+}
+
+/* Work this thread held back in engine h is issued (and the segment ends there): the thread goes on
+ * in another context, or none. Locks h alone; restores the selected engine. */
+static void release_holds(struct engine *h)
+{
+    struct engine *prev = use(h);
+    pthread_mutex_lock(&E.lock);
+    if (E.ready && !E.disabled && E.npending && tl_holds == E.drains + 1)
+        barrier_in_ctx(0xc0ffee, FB_CONTEXT);
+    pthread_mutex_unlock(&E.lock);
+    use(prev);
+}
 
 /* Checks that the engine may handle a call now: 1 with the engine lock held (leave() releases it), 0
  * without it (the call passes to CUDA). */
-AG_HOT static int enter_locked(CUcontext ctx, CUresult qr, ag_drv_cuCtxGetCurrent_t query)
+AG_HOT static int enter_locked(CUcontext ctx)
 {
-    if (E.disabled || E.app_captures > 0 || !atomic_load_explicit(&ag_engine_on, memory_order_relaxed))
-        return 0;
-    if (!query) {
-        if (!ag_drv.cuCtxGetCurrent && !E.ready) {
-            void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-            ag_drv.cuCtxGetCurrent = h ? (ag_drv_cuCtxGetCurrent_t)ag_real_dlsym(h, "cuCtxGetCurrent") : NULL;
-        }
-        qr = ag_drv.cuCtxGetCurrent ? ag_drv.cuCtxGetCurrent(&ctx) : CUDA_ERROR_NOT_FOUND;
-    }
-    if (qr != CUDA_SUCCESS || !ctx)
-        return 0;
-    if (!E.ready) {
-        if (init_engine(ctx) != 0)
-            return 0;
-        atomic_store_explicit(&ctx_query, ag_drv.cuCtxGetCurrent, memory_order_release);
-        return 1;
-    }
-    if (ctx != E.ctx) {
-        /* Work for another context: what this thread held back goes first (with everything else held
-         * back), and this call passes. */
-        if (E.npending && tl_holds == E.drains + 1)
-            barrier_in_ctx(0xc0ffee, FB_CONTEXT);
+    if (E.disabled || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0 ||
+        !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
+        if (E.ctx_ended)
+            tl_ctx = NULL; /* its handle may be another context's now: looked up again */
         return 0;
     }
+    if (!E.ready && init_engine(ctx) != 0)
+        return 0;
     return 1;
 }
 
@@ -1308,15 +1477,24 @@ AG_HOT static int enter(void)
      * its current context, and it is in here. */
     ag_drv_cuCtxGetCurrent_t query = atomic_load_explicit(&ctx_query, memory_order_acquire);
     CUcontext ctx = NULL;
-    CUresult qr = query ? query(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
-    /* Another context's call passes without the lock unless this thread has work held back (which then
-     * goes first, in its order). CUDA orders two contexts' work only through a sync or an event, and
-     * those take the locked path. E.ctx was set before ctx_query was published, and never changes. */
-    if (query && qr == CUDA_SUCCESS && ctx != E.ctx &&
-        tl_holds != __atomic_load_n(&E.drains, __ATOMIC_ACQUIRE) + 1)
+    struct engine *e;
+    if (AG_LIKELY(query) && query(&ctx) == CUDA_SUCCESS && ctx && ctx == tl_ctx) {
+        e = tl_eng;
+    } else {
+        e = current_engine(1);
+        ctx = tl_ctx;
+    }
+    /* Work this thread held back in another engine goes first (in its order), as at any barrier: CUDA
+     * orders two contexts' work only through a sync or an event, and those take the locked paths. */
+    struct engine *h = tl_hold_eng;
+    if (AG_UNLIKELY(h && h != e) && tl_holds == __atomic_load_n(&h->drains, __ATOMIC_ACQUIRE) + 1)
+        release_holds(h);
+    if (!e)
         return 0;
+    if (AG_UNLIKELY(e != eng))
+        use(e);
     pthread_mutex_lock(&E.lock);
-    if (enter_locked(ctx, qr, query))
+    if (enter_locked(ctx))
         return 1;
     pthread_mutex_unlock(&E.lock);
     return 0;
@@ -1626,24 +1804,67 @@ static CUresult eager_event(const void *p)
     return ag_issue_event(&o, c->stream, c->ev);
 }
 
-/* A stream of another context (whose work passes eagerly) is made to wait for event ev: where ev was
- * recorded in this segment its record may be held back, so the segment ends first (decided by the
- * program's order, as every barrier, so that learning and replay cut the same segments). */
-static void foreign_wait(CUevent ev)
+/* ---- visiting the engines ---- */
+
+/* Locks engine i and selects it: 1 where it runs (set up, not disabled); unvisit() unlocks it. */
+static int visit(int i)
 {
+    use(&engines[i]);
     pthread_mutex_lock(&E.lock);
-    if (E.ready && !E.disabled && E.app_captures == 0 && seg_recorded(ev))
-        barrier_in_ctx(0xc0ffeeULL, FB_CONTEXT);
+    return E.ready && !E.disabled;
+}
+
+static void unvisit(void)
+{
     pthread_mutex_unlock(&E.lock);
+}
+
+/* A call that may observe held work and names no event (a sync of a stream or the context, any other
+ * barrier): the engine of the calling thread's context (home) ends its segment, and every other engine
+ * that holds work issues it (a thread of the program may have ordered that work before this call), one
+ * lock at a time. */
+static void barrier_engines(struct engine *home, uint64_t kind, int reason)
+{
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        struct engine *e = &engines[i];
+        if (e != home && !__atomic_load_n(&e->npending, __ATOMIC_RELAXED))
+            continue; /* holds nothing: its segment goes on */
+        if (visit(i) && (e == home || E.npending))
+            barrier_in_ctx(kind, reason);
+        unvisit();
+    }
+    use(prev);
+}
+
+/* Event ev is recorded or waited for in engine `home` (NULL: in a context without one), or observed:
+ * every other engine where it was recorded or waited for since its last barrier ends its segment
+ * first (a held record there is what a wait here must see; a held wait there must see the record
+ * before this one). Decided by the program's order, as every barrier, so that learning and replay cut
+ * the same segments. Returns how many engines it ended. */
+static int foreign_event(CUevent ev, struct engine *home, uint64_t kind, int reason)
+{
+    struct engine *prev = eng;
+    int ended = 0;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (&engines[i] == home)
+            continue;
+        if (visit(i) && (seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev))) {
+            barrier_in_ctx(kind, reason);
+            ended++;
+        }
+        unvisit();
+    }
+    use(prev);
+    return ended;
 }
 
 static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
 {
-    if (!enter()) {
-        if (kind == OP_EVWAIT && c->ev)
-            foreign_wait(c->ev);
+    if (c->ev)
+        foreign_event(c->ev, current_engine(0), 0xc0ffeeULL, FB_CONTEXT);
+    if (!enter())
         return eager_event(c);
-    }
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs));
     o.kind = (uint8_t)kind;
@@ -1926,11 +2147,15 @@ CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
 {
     ag_fn_cuMemFreeAsync_t real = (ag_fn_cuMemFreeAsync_t)ag_real[id];
     if (!enter()) {
-        /* another context, the program's own capture, or the engine off: a barrier, as before it tracked
-         * anything (and the allocation is forgotten) */
-        pthread_mutex_lock(&E.lock);
-        ag_ptrset_remove(&E.async_ptrs, (uint64_t)p);
-        pthread_mutex_unlock(&E.lock);
+        /* a context without an engine, the program's own capture, or the engine off: a barrier, as before
+         * it tracked anything (and the allocation is forgotten) */
+        struct engine *prev = eng;
+        for (int i = 0, n = engine_count(); i < n; i++) {
+            visit(i);
+            ag_ptrset_remove(&E.async_ptrs, (uint64_t)p);
+            unvisit();
+        }
+        use(prev);
         ag_engine_barrier(id);
         return real(p, s);
     }
@@ -1950,7 +2175,7 @@ CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
         if (E.nfrees < E.cap_frees) {
             E.frees[E.nfrees++] = (struct held_free){p, s, id, E.npending};
             E.frees_held++;
-            tl_holds = E.drains + 1;
+            note_hold();
             leave();
             return CUDA_SUCCESS;
         }
@@ -1963,43 +2188,59 @@ CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
     return real(p, s);
 }
 
+/* The allocation is the current context's: noted by its engine (made if need be, so that its free, the
+ * first call it sees, may be held back). */
 void ag_engine_alloced(CUdeviceptr p)
 {
+    struct engine *e = current_engine(1), *prev = eng;
+    if (!e)
+        return;
+    use(e);
     pthread_mutex_lock(&E.lock);
     /* Not in the program's own capture: that memory is the graph's, freed with it as well as by a call. */
-    if (!E.disabled && E.app_captures == 0 && ag_ptrset_add(&E.async_ptrs, (uint64_t)p) != 0)
+    if (!E.disabled && __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) == 0 &&
+        ag_ptrset_add(&E.async_ptrs, (uint64_t)p) != 0)
         AG_LOG_CAPPED(AG_LOG_WARN, "out of memory noting a stream-ordered allocation; its free will be a barrier");
     pthread_mutex_unlock(&E.lock);
+    use(prev);
 }
 
 int ag_engine_frees_release(void)
 {
-    pthread_mutex_lock(&E.lock);
-    int held = E.ready && !E.disabled && E.nfrees > 0;
-    if (held) {
-        E.frees_oom_released++;
-        barrier_in_ctx(0x00beefULL, FB_BARRIER);
+    struct engine *prev = eng;
+    int held = 0;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (visit(i) && E.nfrees > 0) {
+            held = 1;
+            E.frees_oom_released++;
+            barrier_in_ctx(0x00beefULL, FB_BARRIER);
+        }
+        unvisit();
     }
-    pthread_mutex_unlock(&E.lock);
+    use(prev);
     return held;
+}
+
+/* The program's own capture began or ended: process-wide, nothing of ours may enter its graph, and its
+ * launches go straight to the capturing stream (each engine passes every call meanwhile). */
+static void count_capture(ag_id_t id)
+{
+    const char *n = ag_hook_names[id];
+    if (strstr(n, "BeginCapture")) {
+        __atomic_add_fetch(&g_app_captures, 1, __ATOMIC_ACQ_REL);
+    } else if (strstr(n, "EndCapture")) {
+        int c = __atomic_load_n(&g_app_captures, __ATOMIC_ACQUIRE);
+        while (c > 0 && !__atomic_compare_exchange_n(&g_app_captures, &c, c - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            ;
+    }
 }
 
 void ag_engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
-    pthread_mutex_lock(&E.lock);
-    if (E.ready && !E.disabled)
-        barrier_in_ctx(0xba77ULL + (uint64_t)id, FB_BARRIER);
-    /* The application's own capture: nothing of ours may enter its graph, and its launches go
-     * straight to the capturing stream. */
-    if (kind == AG_KIND_CAPTURE) {
-        const char *n = ag_hook_names[id];
-        if (strstr(n, "BeginCapture"))
-            E.app_captures++;
-        else if (strstr(n, "EndCapture") && E.app_captures > 0)
-            E.app_captures--;
-    }
-    pthread_mutex_unlock(&E.lock);
+    barrier_engines(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER);
+    if (kind == AG_KIND_CAPTURE)
+        count_capture(id);
     if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         ag_cupti_app_graph();
 }
@@ -2018,122 +2259,170 @@ static int issuer(void)
     return tl_issuer;
 }
 
+/* Every engine, one at a time, locked and selected, with fn called on those that run; the selected
+ * engine is restored after. */
+static void each_engine(void (*fn)(void *), void *arg)
+{
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (visit(i))
+            fn(arg);
+        unvisit();
+    }
+    use(prev);
+}
+
+static void timed_add(void *ev)
+{
+    ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)ev); /* out of memory: it stays held */
+}
+
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
 {
     if ((id == AG_ID_cuEventElapsedTime || id == AG_ID_cuEventElapsedTime_v2) && a && b) {
         /* timed events: their records are issued where they are made from now on (a record held in
-         * a chunk is made after the chunk's graph) */
-        pthread_mutex_lock(&E.lock);
-        if (E.ready && !E.disabled) {
-            ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)a); /* out of memory: they stay held */
-            ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)b);
-        }
-        pthread_mutex_unlock(&E.lock);
+         * a chunk is made after the chunk's graph); whichever engine records them */
+        each_engine(timed_add, a);
+        each_engine(timed_add, b);
     }
+    struct engine *home = current_engine(0), *prev = eng;
+    uint64_t kind = 0xba77ULL + (uint64_t)id;
     if (issuer()) {
-        /* Events recorded before the last barrier were issued there: a barrier only for those recorded
-         * since (decided by the program's order alone, so learning and replay see the same segments). */
-        int pass = 0;
-        if (a || b) {
+        /* Events recorded before an engine's last barrier were issued there: a barrier only in the
+         * engines where one was recorded since (decided by the program's order alone, so learning and
+         * replay see the same segments). A stream or the context: as any barrier. */
+        if (!a && !b) {
+            barrier_engines(home, kind, FB_BARRIER);
+            return;
+        }
+        int ended = 0;
+        for (int i = 0, n = engine_count(); i < n; i++) {
+            if (visit(i) && ((a && seg_recorded(a)) || (b && seg_recorded(b)))) {
+                barrier_in_ctx(kind, FB_BARRIER);
+                ended++;
+            }
+            unvisit();
+        }
+        if (!ended && home) {
+            use(home);
             pthread_mutex_lock(&E.lock);
-            pass = E.ready && !E.disabled && !(a && seg_recorded(a)) && !(b && seg_recorded(b));
-            E.old_event_passed += (uint64_t)pass;
+            E.old_event_passed++;
             pthread_mutex_unlock(&E.lock);
         }
-        if (!pass)
-            ag_engine_barrier(id);
+        use(prev);
         return;
     }
-    pthread_mutex_lock(&E.lock);
-    if (E.ready && !E.disabled) {
-        int held = 0;
-        if (E.npending) {
-            held = !a && !b; /* a stream or the context: any held work may be in it */
-            for (int i = 0; i < E.nrecs && !held; i++)
-                held = E.recs[i].ev == a || E.recs[i].ev == b;
+    /* A thread that issues no work: a barrier only in the engines whose held work it may observe. */
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (visit(i)) {
+            int held = 0;
+            if (E.npending) {
+                held = !a && !b; /* a stream or the context: any held work may be in it */
+                for (int k = 0; k < E.nrecs && !held; k++)
+                    held = E.recs[k].ev == a || E.recs[k].ev == b;
+            }
+            if (held) {
+                E.observer_flushes++;
+                barrier_in_ctx(kind, FB_BARRIER);
+            } else if (&engines[i] == home || (!home && i == 0)) {
+                E.observer_passed++;
+            }
         }
-        if (held) {
-            E.observer_flushes++;
-            barrier_in_ctx(0xba77ULL + (uint64_t)id, FB_BARRIER);
-        } else {
-            E.observer_passed++;
-        }
+        unvisit();
     }
-    pthread_mutex_unlock(&E.lock);
+    use(prev);
 }
 
 /* cuEventDestroy. A held record or wait of the event would reach the driver after it: where the event
- * was recorded or waited for since the last barrier (decided by the program's order, as every barrier,
- * so that learning and replay cut the same segments) the destroy is a barrier. Otherwise no held
- * operation names it (they all came since that barrier) and it passes: an event made and dropped every
- * step (PyTorch frees a torch.cuda.Event when its last reference goes) no longer ends the segment. */
+ * was recorded or waited for since an engine's last barrier (decided by the program's order, as every
+ * barrier, so that learning and replay cut the same segments) the destroy is a barrier. Otherwise no
+ * held operation names it (they all came since that barrier) and it passes: an event made and dropped
+ * every step (PyTorch frees a torch.cuda.Event when its last reference goes) no longer ends the
+ * segment. */
 void ag_engine_event_destroy(ag_id_t id, CUevent ev)
 {
-    pthread_mutex_lock(&E.lock);
-    int pass = 0;
-    if (E.ready && ev) {
-        ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
-        pass = !E.disabled && E.app_captures == 0 && !seg_recorded(ev) &&
-               !seg_has(E.seg_waits, E.nseg_waits, ev);
-        E.event_destroys_passed += (uint64_t)pass;
+    struct engine *home = current_engine(0), *prev = eng;
+    int pass = ev && __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) == 0 && engine_count() > 0;
+    for (int i = 0, n = engine_count(); ev && i < n; i++) {
+        use(&engines[i]);
+        pthread_mutex_lock(&E.lock);
+        if (E.ready) {
+            ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
+            if (!E.disabled && (seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev)))
+                pass = 0;
+        } else if (!E.disabled) {
+            pass = 0; /* an engine not set up yet: as before there was one */
+        }
+        pthread_mutex_unlock(&E.lock);
     }
-    pthread_mutex_unlock(&E.lock);
+    if (pass) {
+        use(home ? home : &engines[0]);
+        pthread_mutex_lock(&E.lock);
+        E.event_destroys_passed++;
+        pthread_mutex_unlock(&E.lock);
+    }
+    use(prev);
     if (!pass)
         ag_engine_barrier(id);
 }
 
 /* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):
- * where it was the engine's, the engine stops. The held work was issued at the barrier before the call.
+ * the engine it was the context of stops. The held work was issued at the barrier before the call.
  * What it made in that context is left alone: destroying it now could only fail. A release ends the
- * primary context only where it leaves it inactive; a reset of the engine's device stops it even if the
- * engine's context was one of its own on that device (the engine cannot tell primary from created). */
+ * primary context only where it leaves it inactive; a reset of a device stops every engine on it, even
+ * one whose context was created on that device (the engine cannot tell primary from created). */
 void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
-    pthread_mutex_lock(&E.lock);
-    if (E.ready && !E.disabled) {
-        int ended = 0;
-        if (id == AG_ID_cuCtxDestroy_v2) {
-            ended = ctx == E.ctx;
-        } else if (dev == E.dev) {
-            int active = 1;
-            unsigned flags = 0;
-            if (id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset)
-                active = 0;
-            else if (ag_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
-                active = 0; /* cannot tell: as if it ended */
-            ended = !active;
+    struct engine *prev = eng;
+    int active = -1; /* the primary context's state, asked once */
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (visit(i)) {
+            int ended = 0;
+            if (id == AG_ID_cuCtxDestroy_v2) {
+                ended = ctx == E.ctx;
+            } else if (dev == E.dev) {
+                unsigned flags = 0;
+                if (id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset)
+                    active = 0;
+                else if (active < 0 && ag_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+                    active = 0; /* cannot tell: as if it ended */
+                ended = !active;
+            }
+            if (ended) {
+                E.disabled = 1;
+                __atomic_store_n(&E.ctx_ended, 1, __ATOMIC_RELAXED);
+                ag_log(AG_LOG_DEBUG, "the context of engine %d ended (%s): the engine stops", E.idx,
+                       ag_hook_names[id]);
+            }
         }
-        if (ended) {
-            E.disabled = 1;
-            E.ctx_ended = 1;
-            ag_log(AG_LOG_DEBUG, "the engine's context ended (%s): the engine stops", ag_hook_names[id]);
-        }
+        unvisit();
     }
-    pthread_mutex_unlock(&E.lock);
+    use(prev);
 }
 
 void ag_engine_capture_failed(ag_id_t id)
 {
-    pthread_mutex_lock(&E.lock);
-    if (strstr(ag_hook_names[id], "BeginCapture") && E.app_captures > 0)
-        E.app_captures--;
-    pthread_mutex_unlock(&E.lock);
+    if (strstr(ag_hook_names[id], "BeginCapture"))
+        count_capture(AG_ID_cuStreamEndCapture); /* undone */
+}
+
+static void exit_one(void *arg)
+{
+    (void)arg;
+    barrier_in_ctx(0xe817ULL, FB_BARRIER);
+    E.disabled = 1;
 }
 
 void ag_engine_exit(void)
 {
     ag_hook_depth++; /* the held work issued now is the application's, seen by our hooks */
-    pthread_mutex_lock(&E.lock);
-    if (E.ready && !E.disabled)
-        barrier_in_ctx(0xe817ULL, FB_BARRIER);
     atomic_store(&ag_engine_on, 0);
-    E.disabled = 1;
-    pthread_mutex_unlock(&E.lock);
+    each_engine(exit_one, NULL);
     ag_hook_depth--;
 }
 
 /* Under the lock: everything held is issued, and nothing is deferred again. */
-static void stop_deferring(const char *why)
+static void stop_deferring(void *why)
 {
     if (E.guard_stopped)
         return;
@@ -2142,53 +2431,62 @@ static void stop_deferring(const char *why)
     own_ctx_end(pushed);
     E.guard_stopped = 1;
     refresh_candidates();
-    ag_log(AG_LOG_WARN, "%s: the shim stops deferring work", why);
+    if (E.idx == 0 || !engines[0].ready)
+        ag_log(AG_LOG_WARN, "%s: the shim stops deferring work", (const char *)why);
 }
 
 void ag_engine_unhooked(void)
 {
-    pthread_mutex_lock(&E.lock);
-    if (!E.disabled) {
-        /* Held work runs before the call (we are in CUPTI's API-entry callback), and the call ends the
-         * segment: with the guard attached it is seen every time, so the learner cuts there. A call
-         * before the engine's first operation still counts. */
-        if (E.ready)
-            barrier_in_ctx(UNHOOKED_KIND, FB_UNHOOKED);
-        E.unhooked_seen = 1;
-        /* During replay CUPTI is detached and would not see it again: defer nothing from now on. */
-        if (ag_cupti_mode() == AG_CUPTI_LEARN)
-            stop_deferring("a call reached the driver past every hook (the CUPTI mode 'guard' keeps graphs "
-                           "around such calls, with slower graph launches)");
-    }
-    pthread_mutex_unlock(&E.lock);
+    /* Held work runs before the call (we are in CUPTI's API-entry callback), and the call ends the
+     * segment: with the guard attached it is seen every time, so the learner cuts there. A call before
+     * the engines' first operation still counts. */
+    barrier_engines(current_engine(0), UNHOOKED_KIND, FB_UNHOOKED);
+    __atomic_store_n(&g_unhooked_seen, 1, __ATOMIC_RELAXED);
+    /* During replay CUPTI is detached and would not see it again: defer nothing from now on. */
+    if (ag_cupti_mode() == AG_CUPTI_LEARN)
+        each_engine(stop_deferring, "a call reached the driver past every hook (the CUPTI mode 'guard' keeps "
+                                    "graphs around such calls, with slower graph launches)");
+}
+
+static void unwatch(void *arg)
+{
+    (void)arg;
+    ag_learner_watch(&E.learner, 0);
+    if (g_unhooked_seen)
+        stop_deferring("the CUPTI guard was released to a profiler after it had seen calls past every hook");
 }
 
 void ag_engine_guard_lost(void)
 {
-    pthread_mutex_lock(&E.lock);
-    ag_learner_watch(&E.learner, 0);
-    if (E.unhooked_seen)
-        stop_deferring("the CUPTI guard was released to a profiler after it had seen calls past every hook");
-    pthread_mutex_unlock(&E.lock);
+    each_engine(unwatch, NULL);
 }
 
 void ag_engine_fork_child(void)
 {
     /* CUDA cannot be used in a forked child; the child's calls go straight to the driver. */
-    pthread_mutex_init(&E.lock, NULL);
+    for (int i = 0; i < AG_MAX_ENGINES; i++) {
+        pthread_mutex_init(&engines[i].lock, NULL);
+        engines[i].disabled = 1;
+    }
+    pthread_mutex_init(&engines_lock, NULL);
     atomic_store(&ctx_query, NULL);
-    E.disabled = 1;
     atomic_store(&ag_engine_on, 0);
 }
 
+/* Every engine lock, in index order (no path holds two of them otherwise), then the list's lock (taken
+ * under an engine's at a barrier, never the other way round). */
 void ag_engine_fork_prepare(void)
 {
-    pthread_mutex_lock(&E.lock);
+    for (int i = 0; i < AG_MAX_ENGINES; i++)
+        pthread_mutex_lock(&engines[i].lock);
+    pthread_mutex_lock(&engines_lock);
 }
 
 void ag_engine_fork_parent(void)
 {
-    pthread_mutex_unlock(&E.lock);
+    pthread_mutex_unlock(&engines_lock);
+    for (int i = AG_MAX_ENGINES - 1; i >= 0; i--)
+        pthread_mutex_unlock(&engines[i].lock);
 }
 
 void ag_engine_start(void)
@@ -2205,42 +2503,135 @@ void ag_engine_start(void)
  * Returns whether it was paused before, or -1 where the engine does not run (AUTOGRAPH_SCOPE=off,
  * disabled, a forked child). */
 static int paused_from; /* ag_engine_on when paused (AG_ENGINE_ACTIVE or AG_ENGINE_RESTING), 0: not paused */
+static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void pause_one(void *arg)
+{
+    (void)arg;
+    /* Only held work is issued: a barrier where none is held would start the next segment from a point
+     * of its own, and the program, coming back where it paused, would be learned anew. */
+    if (E.npending)
+        barrier_in_ctx(0x9a05eULL, FB_BARRIER);
+    if (E.cupti_learning)
+        cupti_learning(0);
+    /* frees while paused go straight to the driver, unseen: the allocations noted so far are forgotten */
+    ag_ptrset_free(&E.async_ptrs);
+}
+
+static void resume_one(void *arg)
+{
+    (void)arg;
+    E.pf_other = 1; /* the sighting under way spans the pause: not one to judge the graphs by */
+}
+
+static void count_live(void *arg)
+{
+    ++*(int *)arg;
+}
 
 AG_EXPORT int autograph_pause(int pause)
 {
     ag_hook_depth++; /* the held work issued now is the application's, seen by our hooks */
-    pthread_mutex_lock(&E.lock);
-    int was = paused_from != 0, r = was;
-    if (E.disabled || (!was && !atomic_load(&ag_engine_on))) {
+    pthread_mutex_lock(&pause_lock);
+    int was = paused_from != 0, r = was, live = 0;
+    each_engine(count_live, &live);
+    for (int i = 0, n = engine_count(); i < n; i++)
+        live += !__atomic_load_n(&engines[i].ready, __ATOMIC_RELAXED); /* not set up yet: not disabled */
+    if ((engine_count() && !live) || (!was && !atomic_load(&ag_engine_on))) {
         r = -1;
     } else if (pause && !was) {
-        /* Only held work is issued: a barrier where none is held would start the next segment from a
-         * point of its own, and the program, coming back where it paused, would be learned anew. */
-        if (E.ready && E.npending)
-            barrier_in_ctx(0x9a05eULL, FB_BARRIER);
-        if (E.cupti_learning)
-            cupti_learning(0);
-        /* frees while paused go straight to the driver, unseen: the allocations noted so far are forgotten */
-        ag_ptrset_free(&E.async_ptrs);
+        each_engine(pause_one, NULL);
         paused_from = atomic_exchange(&ag_engine_on, 0);
     } else if (!pause && was) {
-        E.pf_other = 1; /* the sighting under way spans the pause: not one to judge the graphs by */
+        each_engine(resume_one, NULL);
         atomic_store(&ag_engine_on, paused_from);
         paused_from = 0;
     }
-    pthread_mutex_unlock(&E.lock);
+    pthread_mutex_unlock(&pause_lock);
     ag_hook_depth--;
     return r;
 }
 
-void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
+/* Statistics over every engine: the counts summed, the graph module's with them. */
+typedef struct {
+    uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
+    uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
+    uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
+    uint64_t segments_gpu_paced, graphs_at_second, observer_passed, observer_flushes, old_event_passed;
+    uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
+    uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
+    uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
+    double s_busy_ms, s_span_ms, eager_median;
+    size_t variants, async_ptrs;
+    int guard_stopped, ctx_ended;
+    unsigned long long eager_n, eager_sum, eager_best_n;
+    ag_graph_stats_t gs;
+} totals_t;
+
+static void add_totals(void *arg)
 {
-    pthread_mutex_lock(&E.lock);
+    totals_t *t = arg;
     ag_graph_stats_t gs;
     ag_graph_stats(&gs);
-    *replayed = E.replayed;
-    *graphs = gs.built;
-    pthread_mutex_unlock(&E.lock);
+    t->gs.built += gs.built, t->gs.evicted += gs.evicted, t->gs.patched += gs.patched;
+    for (int i = 0; i < 3; i++)
+        t->gs.patched_by[i] += gs.patched_by[i], t->gs.patch_drv_ns[i] += gs.patch_drv_ns[i];
+    t->gs.live += gs.live, t->gs.mem += gs.mem;
+    t->deferred += E.deferred, t->replayed += E.replayed, t->graph_launches += E.graph_launches;
+    t->match_ns += E.match_ns, t->match_timed += E.match_timed, t->match_lock_ns += E.match_lock_ns;
+    t->eager_kernels += E.eager_kernels, t->replay_host_ns += E.replay_host_ns;
+    t->rests += E.rest.rests, t->rested_segments += E.rested_segments, t->rest_ended_by_ops += E.rest_ended_by_ops;
+    t->copies_out += E.copies_out, t->d2h_pinned_held += E.d2h_pinned_held;
+    t->timed_records += E.timed_records, t->event_destroys_passed += E.event_destroys_passed;
+    t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
+    t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
+    t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
+    t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
+    t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
+    t->build_ns += E.build_ns, t->patch_ns += E.patch_ns, t->launch_ns += E.launch_ns;
+    t->reissue_ns += E.reissue_ns, t->copy_wait_ns += atomic_load(&E.copy_wait_ns);
+    t->eager_own_ns += atomic_load(&E.eager_own_ns), t->eager_own_timed += atomic_load(&E.eager_own_timed);
+    for (int i = 0; i < TS_COUNT + 1; i++)
+        t->match_phase_ns[i] += E.match_phase_ns[i];
+    t->match_phased += E.match_phased;
+    for (int i = 0; i < FB_COUNT; i++)
+        t->fallbacks[i] += E.fallbacks[i];
+    t->pf_probes += E.pf_probes, t->pf_left_eager += E.pf_left_eager, t->pf_kept += E.pf_kept;
+    t->pf_held += E.pf_held, t->pf_probe_kernels += E.pf_probe_kernels;
+    t->s_windows += E.S.windows, t->s_launches += E.S.launches;
+    t->s_busy_ms += E.S.busy_ms, t->s_span_ms += E.S.span_ms;
+    t->variants += E.learner.table.count, t->async_ptrs += E.async_ptrs.n;
+    t->guard_stopped |= E.guard_stopped;
+    unsigned long long n = atomic_load(&E.eager_launches.n);
+    t->eager_n += n, t->eager_sum += atomic_load(&E.eager_launches.sum);
+    if (n > t->eager_best_n) { /* the median of the engine with the most samples */
+        t->eager_best_n = n;
+        t->eager_median = ag_sampler_median(&E.eager_launches);
+    }
+}
+
+/* Every engine's totals; the ended ones too (visit skips disabled engines). */
+static void gather(totals_t *t)
+{
+    memset(t, 0, sizeof *t);
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        use(&engines[i]);
+        pthread_mutex_lock(&E.lock);
+        if (E.ready)
+            add_totals(t);
+        t->ctx_ended |= E.ctx_ended;
+        pthread_mutex_unlock(&E.lock);
+    }
+    use(prev);
+}
+
+void ag_engine_summary(uint64_t *replayed, uint64_t *graphs)
+{
+    totals_t t;
+    gather(&t);
+    *replayed = t.replayed;
+    *graphs = t.gs.built;
 }
 
 /* One member of the "replay" object: "key": {"name": value, ...}, each value with `decimals` digits
@@ -2255,22 +2646,20 @@ static void json_object(FILE *f, const char *key, const char *const *names, cons
 
 void ag_engine_stats(FILE *f, uint64_t launches)
 {
-    pthread_mutex_lock(&E.lock);
-    ag_graph_stats_t gs;
-    ag_graph_stats(&gs);
-    double per_match = E.match_timed ? (double)E.match_ns / (double)E.match_timed : 0;
-    double per_match_lock = E.match_timed ? (double)E.match_lock_ns / (double)E.match_timed : 0;
-    unsigned long long eager_timed = atomic_load(&E.eager_launches.n);
-    double per_eager = eager_timed ? (double)atomic_load(&E.eager_launches.sum) / (double)eager_timed : 0;
-    unsigned long long own_timed = atomic_load(&E.eager_own_timed);
-    double per_own = own_timed ? (double)atomic_load(&E.eager_own_ns) / (double)own_timed : 0;
+    totals_t t;
+    gather(&t);
+    const ag_graph_stats_t gs = t.gs;
+    double per_match = t.match_timed ? (double)t.match_ns / (double)t.match_timed : 0;
+    double per_match_lock = t.match_timed ? (double)t.match_lock_ns / (double)t.match_timed : 0;
+    double per_eager = t.eager_n ? (double)t.eager_sum / (double)t.eager_n : 0;
+    double per_own = t.eager_own_timed ? (double)t.eager_own_ns / (double)t.eager_own_timed : 0;
     /* over every launch: the ones passed while resting cost the engine nothing */
-    double per_launch = launches ? per_own * (double)E.eager_kernels / (double)launches : 0;
+    double per_launch = launches ? per_own * (double)t.eager_kernels / (double)launches : 0;
     /* the median, not the mean: a kernel's first launch (loading its module) can take a millisecond,
      * and the replayed launches are the steady ones */
-    double eager_median = ag_sampler_median(&E.eager_launches);
-    double saved_ms = ((double)E.replayed * eager_median - (double)E.replay_host_ns -
-                       (double)E.deferred * per_match) / 1e6;
+    double eager_median = t.eager_median;
+    double saved_ms = ((double)t.replayed * eager_median - (double)t.replay_host_ns -
+                       (double)t.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_device_bytes\": %zu,\n    \"graphs_evicted\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
@@ -2292,32 +2681,32 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"async_allocations_tracked\": %zu,\n    \"stall_flushes\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
-            (unsigned long long)E.deferred, (unsigned long long)E.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
-            (unsigned long long)gs.evicted, (unsigned long long)E.graph_launches, (unsigned long long)gs.patched,
-            per_match, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)E.eager_kernels, per_launch,
-            (unsigned long long)E.rest.rests, (unsigned long long)E.rested_segments,
-            (unsigned long long)E.rest_ended_by_ops, saved_ms, E.learner.table.count,
-            (unsigned long long)E.copies_out, (unsigned long long)E.d2h_pinned_held,
-            (unsigned long long)E.timed_records, (unsigned long long)E.event_destroys_passed,
-            E.guard_stopped ? "true" : "false", E.trusted ? "true" : "false", E.ctx_ended ? "true" : "false",
-            (unsigned long long)E.learner.segments_timed, (unsigned long long)E.learner.segments_gpu_bound,
-            (unsigned long long)E.learner.segments_planned, (unsigned long long)E.learner.segments_gpu_paced,
-            (unsigned long long)E.graphs_at_second,
-            (unsigned long long)E.observer_passed, (unsigned long long)E.observer_flushes,
-            (unsigned long long)E.old_event_passed,
-            (unsigned long long)E.frees_held, (unsigned long long)E.frees_oom_released, E.async_ptrs.n,
-            (unsigned long long)E.stalls,
-            (double)E.build_ns / 1e6, (double)E.patch_ns / 1e6,
-            (double)E.launch_ns / 1e6, (double)E.reissue_ns / 1e6, (double)atomic_load(&E.copy_wait_ns) / 1e6);
+            (unsigned long long)t.deferred, (unsigned long long)t.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
+            (unsigned long long)gs.evicted, (unsigned long long)t.graph_launches, (unsigned long long)gs.patched,
+            per_match, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,
+            (unsigned long long)t.rests, (unsigned long long)t.rested_segments,
+            (unsigned long long)t.rest_ended_by_ops, saved_ms, t.variants,
+            (unsigned long long)t.copies_out, (unsigned long long)t.d2h_pinned_held,
+            (unsigned long long)t.timed_records, (unsigned long long)t.event_destroys_passed,
+            t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
+            (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
+            (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,
+            (unsigned long long)t.graphs_at_second,
+            (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
+            (unsigned long long)t.old_event_passed,
+            (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,
+            (unsigned long long)t.stalls,
+            (double)t.build_ns / 1e6, (double)t.patch_ns / 1e6,
+            (double)t.launch_ns / 1e6, (double)t.reissue_ns / 1e6, (double)t.copy_wait_ns / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */
     static const char *const phase_names[TS_COUNT + 1] = {"record", "enter", "match", "copy", "learn"};
     double phases[TS_COUNT + 1], by_kind[3], drv_ms[3], fb[FB_COUNT];
     for (int i = 0; i < TS_COUNT + 1; i++)
-        phases[i] = E.match_phased ? (double)E.match_phase_ns[i] / (double)E.match_phased : 0.0;
+        phases[i] = t.match_phased ? (double)t.match_phase_ns[i] / (double)t.match_phased : 0.0;
     for (int i = 0; i < 3; i++)
         by_kind[i] = (double)gs.patched_by[i], drv_ms[i] = (double)gs.patch_drv_ns[i] / 1e6;
     for (int i = 0; i < FB_COUNT; i++)
-        fb[i] = (double)E.fallbacks[i];
+        fb[i] = (double)t.fallbacks[i];
     static const char *const kind_names[3] = {"kernel", "memset", "copy"};
     json_object(f, "host_ns_per_match_phases", phase_names, phases, TS_COUNT + 1, 1);
     json_object(f, "nodes_patched_by_kind", kind_names, by_kind, 3, 0);
@@ -2325,16 +2714,28 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     json_object(f, "fallbacks", fb_names, fb, FB_COUNT, 0);
     static const char *const probe_names[5] = {"probes", "left_eager", "graphs_kept", "sightings_eager",
                                                "launches_probed"};
-    const double probe[5] = {(double)E.pf_probes, (double)E.pf_left_eager, (double)E.pf_kept, (double)E.pf_held,
-                             (double)E.pf_probe_kernels};
+    const double probe[5] = {(double)t.pf_probes, (double)t.pf_left_eager, (double)t.pf_kept, (double)t.pf_held,
+                             (double)t.pf_probe_kernels};
     json_object(f, "profit", probe_names, probe, 5, 0);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
-            (unsigned long long)E.S.windows, (unsigned long long)E.S.launches);
-    if (E.S.span_ms > 0)
-        fprintf(f, "%.4f", E.S.busy_ms / E.S.span_ms);
+            (unsigned long long)t.s_windows, (unsigned long long)t.s_launches);
+    if (t.s_span_ms > 0)
+        fprintf(f, "%.4f", t.s_busy_ms / t.s_span_ms);
     else
         fputs("null", f);
-    fprintf(f, "}\n  },\n");
-    pthread_mutex_unlock(&E.lock);
+    /* each context's engine: its device, and what it held back and replayed */
+    fputs("},\n    \"contexts\": [", f);
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        use(&engines[i]);
+        pthread_mutex_lock(&E.lock);
+        fprintf(f, "%s{\"device\": %d, \"launches_deferred\": %llu, \"launches_replayed\": %llu, "
+                   "\"graph_launches\": %llu, \"ended\": %s}",
+                i ? ", " : "", E.ready ? (int)E.dev : -1, (unsigned long long)E.deferred,
+                (unsigned long long)E.replayed, (unsigned long long)E.graph_launches, E.ctx_ended ? "true" : "false");
+        pthread_mutex_unlock(&E.lock);
+    }
+    use(prev);
+    fputs("]\n  },\n", f);
 }

@@ -85,7 +85,16 @@ static struct {
     /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
     uint64_t patched_by[3], patch_drv_ns[3];
     size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
-} G;
+} Gs[AG_MAX_ENGINES];
+/* The state of the engine this thread works for now (ag_graph_use): each engine has its own context,
+ * capture streams, staging buffers and cache. */
+static AG_TLS __typeof__(Gs[0]) *gcur = &Gs[0];
+#define G (*gcur)
+
+void ag_graph_use(unsigned engine)
+{
+    gcur = &Gs[engine];
+}
 
 /* The distinct application streams of the chunk's operations, in order of first use; sidx[i] is the
  * index of operation i's stream. Returns their number, or -1 past AG_MAX_STREAMS. */
@@ -132,13 +141,14 @@ static int capture_resources(int n)
 /* The calling thread's pinned buffer for a blocking device-to-host copy that ends a graph: the thread
  * waits for that copy itself, outside the engine lock, so the buffer is never shared. Kept for the
  * thread's lifetime. */
-static AG_TLS void *tls_stage;
+static AG_TLS void *tls_stage[AG_MAX_ENGINES]; /* one per engine: allocated in its context, gone with it */
 
 void *ag_thread_staging(void)
 {
-    if (!tls_stage && REAL(cuMemAllocHost_v2)(&tls_stage, AG_D2H_STAGING_MAX) != CUDA_SUCCESS)
-        tls_stage = NULL;
-    return tls_stage;
+    void **st = &tls_stage[gcur - Gs];
+    if (!*st && REAL(cuMemAllocHost_v2)(st, AG_D2H_STAGING_MAX) != CUDA_SUCCESS)
+        *st = NULL;
+    return *st;
 }
 
 /* Records that staging buffer b is read by work issued on stream s up to now. Nothing here waits: the

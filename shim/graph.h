@@ -15,7 +15,12 @@
 
 typedef struct ag_graph ag_graph_t;
 
-/* Once, for the engine's context: the capture stream and the cache. Returns CUDA's result. */
+/* Engines at most, one per CUDA context (engine.c); a context past them runs eagerly. */
+#define AG_MAX_ENGINES 16
+/* Selects the state of engine `engine` for this thread's next calls (the engine's lock is held). */
+void ag_graph_use(unsigned engine);
+
+/* Once per engine, for its context: the capture stream and the cache. Returns CUDA's result. */
 CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size);
 /* Captures the chunk's operations into a graph owned by v (and cached); NULL when CUDA refuses. */
 ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v);

@@ -3,6 +3,7 @@
  * exactly as the application made it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,8 +12,11 @@
 
 ag_drv_t ag_drv;
 ag_layout_t *ag_layouts[AG_LAYOUT_SLOTS];
-static void **ptrs; /* scratch kernelParams */
-static uint32_t cap_ptrs;
+/* scratch kernelParams, per thread: engines of two contexts issue on two threads at once */
+static AG_TLS void **ptrs;
+static AG_TLS uint32_t cap_ptrs;
+/* New layouts are inserted under this lock (lookups take none: a slot, once set, never changes). */
+static pthread_mutex_t layouts_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int ag_record_bind(void)
 {
@@ -135,19 +139,36 @@ static ag_layout_t *layout_new(CUfunction f)
     return l;
 }
 
-const ag_layout_t *ag_layout_find(CUfunction f)
+static const ag_layout_t *layout_probe(CUfunction f, uint32_t *slot)
 {
     uint32_t h = ag_layout_slot(f);
     for (uint32_t probe = 0; probe < AG_LAYOUT_SLOTS; probe++, h = (h + 1) % AG_LAYOUT_SLOTS) {
-        ag_layout_t *l = ag_layouts[h];
+        const ag_layout_t *l = __atomic_load_n(&ag_layouts[h], __ATOMIC_ACQUIRE);
         if (!l)
             break;
         if (l->handle == f)
             return l;
     }
-    if (ag_layouts[h])
-        return NULL; /* table full: such a program is not ours to speed up */
-    return ag_layouts[h] = layout_new(f);
+    *slot = h;
+    return NULL;
+}
+
+const ag_layout_t *ag_layout_find(CUfunction f)
+{
+    uint32_t h;
+    const ag_layout_t *l = layout_probe(f, &h);
+    if (l)
+        return l;
+    /* The engines of two contexts may meet a new kernel at once: one inserts, the other finds it. */
+    pthread_mutex_lock(&layouts_lock);
+    l = layout_probe(f, &h);
+    if (!l && !ag_layouts[h]) { /* a full table: such a program is not ours to speed up */
+        ag_layout_t *n = layout_new(f);
+        __atomic_store_n(&ag_layouts[h], n, __ATOMIC_RELEASE);
+        l = n;
+    }
+    pthread_mutex_unlock(&layouts_lock);
+    return l;
 }
 
 /* ---- signatures ---- */

@@ -451,10 +451,10 @@ static void t_exit_nosync(void)
     exit(S.errors ? 1 : 0);
 }
 
-/* A second context, in this thread and in another one. Its work is never held back; this thread's
+/* A second context, in this thread and in another one. It gets an engine of its own: this thread's
  * switch to it, with work of the first context held back, reaches CUDA only after that work (an event
- * of the first context orders it), and a thread that works in the second context all along passes
- * without waiting for the engine. */
+ * of the first context orders it), and a thread that works in the second context all along shares that
+ * engine with this one's calls there. */
 static CUcontext ctx_b;
 static CUdeviceptr W, WB;
 static int other_done;
@@ -680,6 +680,75 @@ static void t_ctx_end(int how)
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
     }
+}
+
+/* Two contexts, a thread each, handing work over through an event and the host: the first context's
+ * thread runs the pattern and records an event, then lets the second one go; that one makes its stream
+ * wait for the event, reads what the pattern wrote, and syncs, while the first one waits (its round goes
+ * on after that, so that the record is in the middle of its chunk). Each context's engine holds its own
+ * work: the wait must find the record issued, though another engine holds it back and another thread
+ * made it (nothing of this thread's own is held there). The second context's engine is made first
+ * (its thread launches before the first one's), so that its sync visits its own engine before the
+ * other one's. */
+static pthread_barrier_t hand, done;
+static CUcontext ctx_w;
+static CUstream s_w;
+static CUevent ev_hand;
+static void *waiter_thread(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(ctx_w) != CUDA_SUCCESS) return (void *)1;
+    CK(step(s_w, Z, 0.25f)); /* this context's engine is the first one */
+    CK(cuStreamSynchronize(s_w));
+    pthread_barrier_wait(&done);
+    for (int r = 0; r < ROUNDS; r++) {
+        pthread_barrier_wait(&hand);
+        CK(cuStreamWaitEvent(s_w, ev_hand, 0));
+        CK(addto(s_w, Z, X)); /* reads what the first context's held work wrote */
+        CK(step(s_w, Z, 0.125f));
+        CK(store(s_w, P, Z));
+        CK(cuStreamSynchronize(s_w));
+        observe(r, P, OBS * 4);
+        pthread_barrier_wait(&done);
+    }
+    return NULL;
+}
+
+static void t_two_engines_threads(void)
+{
+    CUcontext ctx_a;
+    CUdevice dev;
+    CK(cuCtxGetCurrent(&ctx_a));
+    CK(cuCtxGetDevice(&dev));
+    CK(cuEventCreate(&ev_hand, CU_EVENT_DISABLE_TIMING));
+    CK(cuCtxCreate(&ctx_w, NULL, 0, dev));
+    CK(cuStreamCreate(&s_w, CU_STREAM_NON_BLOCKING));
+    CK(cuCtxSetCurrent(ctx_a));
+    pthread_barrier_init(&hand, NULL, 2);
+    pthread_barrier_init(&done, NULL, 2);
+    pthread_t th;
+    if (pthread_create(&th, NULL, waiter_thread, NULL) != 0) {
+        S.errors++;
+        return;
+    }
+    pthread_barrier_wait(&done); /* the waiter's engine was made */
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        CK(cuEventRecord(ev_hand, s1));
+        pthread_barrier_wait(&hand); /* nothing of this context issued: its engine holds the round */
+        pthread_barrier_wait(&done);
+        CK(step(s1, Y, 0.75f)); /* the chunk goes on past the hand-over (it would end at its last launch) */
+        CK(addto(s1, Y, X));
+        CK(cuStreamSynchronize(s1));
+    }
+    void *rc = (void *)1;
+    pthread_join(th, &rc);
+    if (rc) S.errors++;
+    CK(cuCtxSetCurrent(ctx_w));
+    CK(cuStreamDestroy(s_w));
+    CK(cuCtxSetCurrent(ctx_a));
+    CK(cuCtxDestroy(ctx_w));
+    CK(cuEventDestroy(ev_hand));
 }
 
 /* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop
@@ -910,6 +979,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();
+    else if (!strcmp(n, "two_engines_threads")) t_two_engines_threads();
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();

@@ -14,6 +14,10 @@ step left out). The losses stay bit-identical to a plain run.
 --event-timing times each step with two CUDA timing events too (stderr: "event_step_ms: <median>").
 --pinned-loss reads each step's loss through page-locked memory (a non_blocking device-to-host copy, then
 a stream sync) instead of loss.item(): the losses are the same.
+--device DEV trains on DEV (default: the current device); --touch DEV first makes a tensor on DEV (another
+GPU's context is then the first one the process uses); --split puts the first half of the layers on cuda:0
+and the rest on cuda:1 (a pipeline of two GPUs in one process: the activations and their gradients cross
+between the devices every step, the backward pass runs on a thread per device).
 """
 import argparse
 import contextlib
@@ -54,6 +58,9 @@ def main():
     ap.add_argument("--event-timing", action="store_true",
                     help="time each step with CUDA events (enable_timing) as well; stderr gets "
                          "event_step_ms: <median>")
+    ap.add_argument("--device", default="cuda", help="the device to train on")
+    ap.add_argument("--touch", default=None, metavar="DEV", help="a tensor on DEV before anything else")
+    ap.add_argument("--split", action="store_true", help="half the layers on cuda:0, half on cuda:1")
     ap.add_argument("--ab", type=int, default=0, metavar="B",
                     help="blocks of B steps with the shim and paused in turn (needs the shim)")
     args = ap.parse_args()
@@ -61,6 +68,12 @@ def main():
         sys.exit("--steps must be >= 1")
     if args.compile and args.graph:
         sys.exit("--compile and --graph are exclusive")
+    if args.split and (args.compile or args.graph or args.device != "cuda"):
+        sys.exit("--split takes neither --compile, --graph nor --device")
+    if args.split and torch.cuda.device_count() < 2:
+        sys.exit("--split needs two GPUs")
+    if args.touch:
+        torch.ones(4, device=args.touch).sum().item()  # that device's context is the process's first
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -68,13 +81,19 @@ def main():
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)
-    dev = torch.device("cuda")
+    devs = [torch.device("cuda:0"), torch.device("cuda:1")] if args.split else [torch.device(args.device)]
+    dev = devs[0]
+    if devs[-1].index is not None:
+        torch.cuda.set_device(devs[-1])  # the loss's device: loss.item() and the timing events use its stream
 
-    model = make_model().to(dev)
+    model = make_model()
+    half = len(model) // 2 if args.split else len(model)
+    model[:half].to(devs[0])
+    model[half:].to(devs[-1])
     # A small pool of batches generated on the GPU: eager steps see alternating input addresses.
     xs = torch.randn(POOL, BATCH, WIDTH, device=dev)
     proj = torch.randn(WIDTH, OUT, device=dev) / WIDTH ** 0.5
-    ys = torch.sin(xs @ proj)
+    ys = torch.sin(xs @ proj).to(devs[-1])
     losses = []
     event_ms = []  # --event-timing
 
@@ -103,6 +122,9 @@ def main():
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         step_model = torch.compile(model) if args.compile else model
+        if args.split:
+            def step_model(x):
+                return model[half:](model[:half](x).to(devs[1]))
         # --pinned-loss: two page-locked slots in turn (the copy's destination moves every step)
         pinned = torch.empty(2, pin_memory=True) if args.pinned_loss else None
 
