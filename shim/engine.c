@@ -219,12 +219,9 @@ struct engine {
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels;
 };
 
-#define ENGINE_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .S = {.next_at = SAMPLE_FIRST}}
-static struct engine engines[AG_MAX_ENGINES] = {ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT,
-                                                ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT,
-                                                ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT,
-                                                ENGINE_INIT, ENGINE_INIT, ENGINE_INIT, ENGINE_INIT};
-_Static_assert(AG_MAX_ENGINES == 16, "one initializer per engine");
+/* Zero until made (engine_of sets each one up; all-zero is glibc's PTHREAD_MUTEX_INITIALIZER, for the
+ * fork handlers that lock every slot): the array stays out of the library's file (about 64 KB each). */
+static struct engine engines[AG_MAX_ENGINES];
 /* engines made so far (each with its context set before it is counted) */
 static atomic_int n_engines;
 static pthread_mutex_t engines_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1410,8 +1407,10 @@ static struct engine *engine_of(CUcontext ctx, int create)
         /* the first engine rests: this context waits for its end (the calls pass meanwhile) */
     } else if (!e && m < AG_MAX_ENGINES) {
         e = &engines[m];
+        pthread_mutex_init(&e->lock, NULL);
         e->idx = m;
         e->ctx = ctx;
+        e->S.next_at = SAMPLE_FIRST;
         atomic_store_explicit(&n_engines, m + 1, memory_order_release);
         if (m == 1)
             ag_log(AG_LOG_INFO, "a second CUDA context: each context gets an engine of its own");
@@ -1817,6 +1816,19 @@ static int visit(int i)
 static void unvisit(void)
 {
     pthread_mutex_unlock(&E.lock);
+}
+
+/* Every engine, one at a time, locked and selected, with fn called on those that run; the selected
+ * engine is restored after. */
+static void each_engine(void (*fn)(void *), void *arg)
+{
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (visit(i))
+            fn(arg);
+        unvisit();
+    }
+    use(prev);
 }
 
 /* A call that may observe held work and names no event (a sync of a stream or the context, any other
@@ -2235,12 +2247,29 @@ static void count_capture(ag_id_t id)
     }
 }
 
+static void release_graphs(void *arg)
+{
+    (void)arg;
+    ag_graph_release_all();
+}
+
+/* A module or library is unloaded (the held work that used its kernels was issued just before): the
+ * driver may give their handles to other kernels from now on, with other parameters and code, so the
+ * kernels' layouts are asked for again and every graph is built anew from the work it next holds. */
+static void forget_kernels(void)
+{
+    ag_layouts_forget();
+    each_engine(release_graphs, NULL);
+}
+
 void ag_engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
     barrier_engines(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER);
     if (kind == AG_KIND_CAPTURE)
         count_capture(id);
+    if (kind == AG_KIND_MODULE && strstr(ag_hook_names[id], "Unload"))
+        forget_kernels();
     if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         ag_cupti_app_graph();
 }
@@ -2257,19 +2286,6 @@ static int issuer(void)
         tl_issuer = AG_KIND_IS_DEFERRABLE(k) && atomic_load_explicit(&t->n[i], memory_order_relaxed) > 0;
     }
     return tl_issuer;
-}
-
-/* Every engine, one at a time, locked and selected, with fn called on those that run; the selected
- * engine is restored after. */
-static void each_engine(void (*fn)(void *), void *arg)
-{
-    struct engine *prev = eng;
-    for (int i = 0, n = engine_count(); i < n; i++) {
-        if (visit(i))
-            fn(arg);
-        unvisit();
-    }
-    use(prev);
 }
 
 static void timed_add(void *ev)

@@ -262,6 +262,15 @@ void ag_graph_release(ag_variant_t *v, void *ctx)
     v->graph = NULL;
 }
 
+void ag_graph_release_all(void)
+{
+    for (uint32_t i = 0; i < G.ngraphs; i++) {
+        G.graphs[i]->owner->graph = NULL;
+        graph_free(G.graphs[i]);
+    }
+    G.ngraphs = 0;
+}
+
 static void evict_lru_graph(void)
 {
     uint32_t oldest = 0;

@@ -37,6 +37,9 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c);
 CUresult ag_graph_record_events(const ag_chunk_t *c);
 /* Destroys v's graph (the learner's release callback too). */
 void ag_graph_release(ag_variant_t *v, void *ctx);
+/* Destroys every graph of the engine (a module was unloaded: its kernels' handles may come back as other
+ * kernels, and a graph holds the old ones). Their variants build new ones from the work they next hold. */
+void ag_graph_release_all(void);
 /* The staging buffer the device-to-host node i of g writes to. */
 const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i);
 

@@ -139,17 +139,23 @@ static ag_layout_t *layout_new(CUfunction f)
     return l;
 }
 
+/* Probes from f's slot: a layout is kept within LAYOUT_PROBES slots of its own, so that a kernel not in
+ * a crowded table costs that many probes, not the whole table. *slot: the first free slot met, or
+ * UINT32_MAX where there is none in reach. */
+#define LAYOUT_PROBES 64
 static const ag_layout_t *layout_probe(CUfunction f, uint32_t *slot)
 {
     uint32_t h = ag_layout_slot(f);
-    for (uint32_t probe = 0; probe < AG_LAYOUT_SLOTS; probe++, h = (h + 1) % AG_LAYOUT_SLOTS) {
+    *slot = UINT32_MAX;
+    for (uint32_t probe = 0; probe < LAYOUT_PROBES; probe++, h = (h + 1) % AG_LAYOUT_SLOTS) {
         const ag_layout_t *l = __atomic_load_n(&ag_layouts[h], __ATOMIC_ACQUIRE);
-        if (!l)
-            break;
+        if (!l) {
+            *slot = h;
+            return NULL;
+        }
         if (l->handle == f)
             return l;
     }
-    *slot = h;
     return NULL;
 }
 
@@ -157,18 +163,29 @@ const ag_layout_t *ag_layout_find(CUfunction f)
 {
     uint32_t h;
     const ag_layout_t *l = layout_probe(f, &h);
-    if (l)
-        return l;
+    if (l || h == UINT32_MAX)
+        return l; /* found, or no room near its slot: such a program is not ours to speed up */
     /* The engines of two contexts may meet a new kernel at once: one inserts, the other finds it. */
     pthread_mutex_lock(&layouts_lock);
     l = layout_probe(f, &h);
-    if (!l && !ag_layouts[h]) { /* a full table: such a program is not ours to speed up */
+    if (!l && h != UINT32_MAX) {
         ag_layout_t *n = layout_new(f);
         __atomic_store_n(&ag_layouts[h], n, __ATOMIC_RELEASE);
         l = n;
     }
     pthread_mutex_unlock(&layouts_lock);
     return l;
+}
+
+/* A module or library is unloaded: its kernels' handles may be given to other kernels from now on,
+ * whose parameters differ, so every layout is asked for again at its kernel's next launch. The old
+ * ones stay allocated (held operations and graphs point to them; an unload is rare). */
+void ag_layouts_forget(void)
+{
+    pthread_mutex_lock(&layouts_lock);
+    for (uint32_t i = 0; i < AG_LAYOUT_SLOTS; i++)
+        __atomic_store_n(&ag_layouts[i], NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&layouts_lock);
 }
 
 /* ---- signatures ---- */

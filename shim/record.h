@@ -110,6 +110,8 @@ static inline uint32_t ag_layout_slot(CUfunction f)
 
 /* ag_layout_of past its first probe: probes further, or queries the driver and caches a new layout. */
 const ag_layout_t *ag_layout_find(CUfunction f);
+/* Every cached layout is forgotten (a module was unloaded: its handles may come back as other kernels). */
+void ag_layouts_forget(void);
 
 /* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. */
 static inline const ag_layout_t *ag_layout_of(CUfunction f)

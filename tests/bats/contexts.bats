@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # Several CUDA contexts in one process, each replayed by an engine of its own: the driver_api sample in
 # three contexts of one GPU (in turn in one thread, and a thread each), and on a machine with two GPUs a
-# PyTorch MLP trained on the second GPU after a tensor on the first, and one split over both GPUs.
-# Output identical with and without the shim, and every context's own work replayed from graphs.
+# PyTorch MLP trained on the second GPU after a tensor on the first, one split over both GPUs, and one
+# under torch.nn.DataParallel (a thread per GPU). Output identical with and without the shim, and every
+# context's own work replayed from graphs (DataParallel's threads sync each other's engines at will:
+# identical output is what it must show).
 
 load helpers
 
@@ -71,4 +73,15 @@ PY
     summary "$d" torch_mlp_split
     echo "# split: plain $(sed -n 's/^steady_ms: //p' "$d/plain.err") ms, shim $(sed -n 's/^steady_ms: //p' "$d/shim.err") ms (steady)" >&3
     contexts_replayed "$d" 2 50
+}
+
+@test "PyTorch MLP under torch.nn.DataParallel over two GPUs (a thread per replica), 100 steps: bit-identical losses" {
+    python3 -c "import torch" 2>/dev/null || skip "python module torch is not installed"
+    [ "$(gpus)" -ge 2 ] || skip "needs 2 GPUs, this machine has $(gpus)"
+    local d=$BATS_TEST_TMPDIR/dp
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 100 --data-parallel
+    same_output "$d"
+    summary "$d" torch_mlp_dp
+    echo "# data-parallel: plain $(sed -n 's/^steady_ms: //p' "$d/plain.err") ms, shim $(sed -n 's/^steady_ms: //p' "$d/shim.err") ms (steady)" >&3
+    contexts_replayed "$d" 2 0
 }

@@ -356,6 +356,39 @@ static void t_module_unload(void)
         observe(r, P2, OBS * 4);
     }
 }
+/* A module unloaded and another loaded in its place, whose kernel may get the unloaded kernel's handle
+ * (the fake, as a driver may, reuses the memory): launched with the same dimensions where the old one
+ * was, with other parameters (two pointers, not a pointer and a float). A layout or a graph kept from
+ * the old kernel would copy the wrong bytes or run the old code. */
+static void t_module_reload(void)
+{
+    CUmodule m2;
+    CUfunction g;
+    CK(cuModuleLoadData(&m2, image));
+    CK(cuModuleGetFunction(&g, m2, "dt_step"));
+    int reloaded = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2) {
+            CUfunction old = g;
+            CK(cuModuleUnload(m2));
+            CK(cuModuleLoadData(&m2, image));
+            CK(cuModuleGetFunction(&g, m2, "dt_addto"));
+            reloaded = g == old; /* the point of the test: the same handle, another kernel */
+        }
+        pattern(s1, r);
+        int n = N;
+        float v = -0.125f * (float)r;
+        void *a_step[] = {&Y, &v, &n}, *a_addto[] = {&Y, &X, &n};
+        CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, r < ROUNDS / 2 ? a_step : a_addto, NULL));
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuModuleUnload(m2));
+    if (!reloaded)
+        fprintf(stderr, "directed: module_reload: the new kernel got a handle of its own (the test checks less)\n");
+}
+
 static void t_graph_launch(void)
 {
     /* the application's own graph: Z += Y, then step(Z), then Z to P2 */
@@ -974,6 +1007,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "event_sync_query")) t_event_sync_query();
     else if (!strcmp(n, "host_func")) t_host_func();
     else if (!strcmp(n, "module_unload")) t_module_unload();
+    else if (!strcmp(n, "module_reload")) t_module_reload();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();

@@ -33,6 +33,8 @@ static void fc_once_init(void)
     fc_g.rng = fc_g.rng * 0x9E3779B97F4A7C15ull + 1;
     s = getenv("FAKECUDA_QUERY_NOT_READY");
     fc_g.query_not_ready = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_REUSE_HANDLES");
+    fc_g.reuse_handles = s && atoi(s) == 1;
     s = getenv("FAKECUDA_LAUNCH_NS");
     fc_g.launch_ns = s ? strtoull(s, NULL, 0) : FC_LAUNCH_NS;
     s = getenv("FAKECUDA_GRAPH_NS");
@@ -610,7 +612,12 @@ static CUresult fc_module_unload(fc_module *m, int library)
         return library ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_sync_all(); /* pending launches of its kernels must run first */
     m->hdr.dead = 1;
-    for (fc_func *f = m->funcs; f; f = f->next) f->hdr.dead = 1;
+    for (fc_func *f = m->funcs, *next; f; f = next) {
+        next = f->next;
+        f->hdr.dead = 1;
+        if (fc_g.reuse_handles) f->next = fc_g.recycled, fc_g.recycled = f;
+    }
+    m->funcs = NULL;
     return r;
 }
 CUresult cuModuleUnload(CUmodule m) { FC_API(1, fc_module_unload((fc_module *)m, 0)); }
@@ -627,7 +634,15 @@ static fc_func *fc_func_get(fc_module *m, int kidx, int kind)
 {
     for (fc_func *f = m->funcs; f; f = f->next)
         if (f->kidx == kidx && f->hdr.kind == kind) return f;
-    fc_func *f = fc_obj_new(sizeof(*f), kind);
+    fc_func *f = fc_g.recycled;
+    if (f) { /* FAKECUDA_REUSE_HANDLES: an unloaded kernel's handle, now another kernel's */
+        fc_g.recycled = f->next;
+        memset((char *)f + sizeof(f->hdr), 0, sizeof(*f) - sizeof(f->hdr));
+        f->hdr.kind = kind;
+        f->hdr.dead = 0;
+    } else {
+        f = fc_obj_new(sizeof(*f), kind);
+    }
     if (!f) return NULL;
     f->mod = m;
     f->kidx = kidx;

@@ -169,6 +169,10 @@ typedef struct {
     size_t ncaps;
     CUresult async_err;
     int query_not_ready;
+    /* FAKECUDA_REUSE_HANDLES=1: the function handles of an unloaded module are given to the kernels of
+     * modules loaded later (a driver may reuse that memory), most recently unloaded first */
+    int reuse_handles;
+    struct fc_func *recycled;
     /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host
      * costs a real driver has, so that the shim's probes can tell whether its graphs pay */
     uint64_t launch_ns, graph_ns;

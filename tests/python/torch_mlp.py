@@ -17,7 +17,9 @@ a stream sync) instead of loss.item(): the losses are the same.
 --device DEV trains on DEV (default: the current device); --touch DEV first makes a tensor on DEV (another
 GPU's context is then the first one the process uses); --split puts the first half of the layers on cuda:0
 and the rest on cuda:1 (a pipeline of two GPUs in one process: the activations and their gradients cross
-between the devices every step, the backward pass runs on a thread per device).
+between the devices every step, the backward pass runs on a thread per device); --data-parallel wraps the
+model in torch.nn.DataParallel over cuda:0 and cuda:1 (a replica per GPU, each run by a thread of its
+own, the gradients summed on cuda:0).
 """
 import argparse
 import contextlib
@@ -61,6 +63,7 @@ def main():
     ap.add_argument("--device", default="cuda", help="the device to train on")
     ap.add_argument("--touch", default=None, metavar="DEV", help="a tensor on DEV before anything else")
     ap.add_argument("--split", action="store_true", help="half the layers on cuda:0, half on cuda:1")
+    ap.add_argument("--data-parallel", action="store_true", help="torch.nn.DataParallel over cuda:0 and cuda:1")
     ap.add_argument("--ab", type=int, default=0, metavar="B",
                     help="blocks of B steps with the shim and paused in turn (needs the shim)")
     args = ap.parse_args()
@@ -70,8 +73,10 @@ def main():
         sys.exit("--compile and --graph are exclusive")
     if args.split and (args.compile or args.graph or args.device != "cuda"):
         sys.exit("--split takes neither --compile, --graph nor --device")
-    if args.split and torch.cuda.device_count() < 2:
-        sys.exit("--split needs two GPUs")
+    if args.data_parallel and (args.split or args.compile or args.graph or args.device != "cuda"):
+        sys.exit("--data-parallel takes neither --split, --compile, --graph nor --device")
+    if (args.split or args.data_parallel) and torch.cuda.device_count() < 2:
+        sys.exit("--split and --data-parallel need two GPUs")
     if args.touch:
         torch.ones(4, device=args.touch).sum().item()  # that device's context is the process's first
 
@@ -82,6 +87,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)
     devs = [torch.device("cuda:0"), torch.device("cuda:1")] if args.split else [torch.device(args.device)]
+    if args.data_parallel:
+        devs = [torch.device("cuda:0")]
     dev = devs[0]
     if devs[-1].index is not None:
         torch.cuda.set_device(devs[-1])  # the loss's device: loss.item() and the timing events use its stream
@@ -122,6 +129,8 @@ def main():
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         step_model = torch.compile(model) if args.compile else model
+        if args.data_parallel:
+            step_model = torch.nn.DataParallel(model, device_ids=[0, 1])
         if args.split:
             def step_model(x):
                 return model[half:](model[:half](x).to(devs[1]))
