@@ -2293,7 +2293,38 @@ static void timed_add(void *ev)
     ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)ev); /* out of memory: it stays held */
 }
 
-void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
+/* A stream sync or query (id) of stream s from a thread that issues work: it observes the work of its own
+ * context's engine (home), where it ends the segment, and of no other context but through events
+ * (handled where they are recorded and waited for), unless s is a created stream of another context
+ * with work held there (a stream handle names its context). Without a home engine (no context, or none
+ * for it): as any barrier. Other engines' segments go on: a thread per GPU that syncs its own stream
+ * does not cut the chunks of the others. */
+static void stream_barrier(struct engine *home, ag_id_t id, CUstream s, uint64_t kind)
+{
+    if (!home) {
+        barrier_engines(NULL, kind, FB_BARRIER);
+        return;
+    }
+    int created = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        struct engine *e = &engines[i];
+        if (e != home && (!created || !__atomic_load_n(&e->npending, __ATOMIC_RELAXED)))
+            continue;
+        if (visit(i)) {
+            int on_s = e == home;
+            for (uint32_t k = 0; k < E.npending && !on_s; k++)
+                on_s = E.pending[k].stream == s;
+            if (on_s)
+                barrier_in_ctx(kind, FB_BARRIER);
+        }
+        unvisit();
+    }
+    use(prev);
+    (void)id;
+}
+
+void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
 {
     if ((id == AG_ID_cuEventElapsedTime || id == AG_ID_cuEventElapsedTime_v2) && a && b) {
         /* timed events: their records are issued where they are made from now on (a record held in
@@ -2308,7 +2339,13 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
          * engines where one was recorded since (decided by the program's order alone, so learning and
          * replay see the same segments). A stream or the context: as any barrier. */
         if (!a && !b) {
-            barrier_engines(home, kind, FB_BARRIER);
+            if (id == AG_ID_cuStreamSynchronize || id == AG_ID_cuStreamSynchronize_ptsz ||
+                id == AG_ID_cuStreamQuery || id == AG_ID_cuStreamQuery_ptsz)
+                stream_barrier(home, id, s, kind);
+            else if (id == AG_ID_cuCtxSynchronize && home)
+                stream_barrier(home, id, NULL, kind); /* the current context's work only */
+            else
+                barrier_engines(home, kind, FB_BARRIER);
             return;
         }
         int ended = 0;
@@ -2349,37 +2386,38 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b)
     use(prev);
 }
 
-/* cuEventDestroy. A held record or wait of the event would reach the driver after it: where the event
- * was recorded or waited for since an engine's last barrier (decided by the program's order, as every
- * barrier, so that learning and replay cut the same segments) the destroy is a barrier. Otherwise no
- * held operation names it (they all came since that barrier) and it passes: an event made and dropped
- * every step (PyTorch frees a torch.cuda.Event when its last reference goes) no longer ends the
- * segment. */
+/* cuEventDestroy. A held record or wait of the event would reach the driver after it: in each engine
+ * where the event was recorded or waited for since its last barrier (decided by the program's order, as
+ * every barrier, so that learning and replay cut the same segments) the destroy is a barrier. In the
+ * others no held operation names it (they all came since that barrier) and it passes: an event made and
+ * dropped every step (PyTorch frees a torch.cuda.Event when its last reference goes, and makes two for
+ * every copy between GPUs) no longer ends the segment. */
 void ag_engine_event_destroy(ag_id_t id, CUevent ev)
 {
-    struct engine *home = current_engine(0), *prev = eng;
-    int pass = ev && __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) == 0 && engine_count() > 0;
-    for (int i = 0, n = engine_count(); ev && i < n; i++) {
-        use(&engines[i]);
-        pthread_mutex_lock(&E.lock);
-        if (E.ready) {
-            ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
-            if (!E.disabled && (seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev)))
-                pass = 0;
-        } else if (!E.disabled) {
-            pass = 0; /* an engine not set up yet: as before there was one */
-        }
-        pthread_mutex_unlock(&E.lock);
+    if (!ev || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0) {
+        ag_engine_barrier(id);
+        return;
     }
-    if (pass) {
+    struct engine *home = current_engine(0), *prev = eng;
+    int ended = 0;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        if (visit(i)) {
+            ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
+            if (seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev)) {
+                barrier_in_ctx(0xba77ULL + (uint64_t)id, FB_BARRIER);
+                ended++;
+            }
+        }
+        unvisit();
+    }
+    /* the engines that do not name it go on: a thread's event destroyed does not cut another GPU's chunks */
+    if (!ended && (home || engine_count())) {
         use(home ? home : &engines[0]);
         pthread_mutex_lock(&E.lock);
         E.event_destroys_passed++;
         pthread_mutex_unlock(&E.lock);
     }
     use(prev);
-    if (!pass)
-        ag_engine_barrier(id);
 }
 
 /* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):

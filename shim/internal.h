@@ -214,7 +214,7 @@ void ag_engine_barrier(ag_id_t id);
  * issued them); on any other thread one only where it could observe held work (a record of a or b held
  * back, or for a stream or the context any held work), and otherwise nothing at all, so that a thread
  * that polls at times of its own does not cut the segments of the threads that issue work. */
-void ag_engine_observe(ag_id_t id, CUevent a, CUevent b);
+void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s);
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */

@@ -44,19 +44,19 @@
 #define AG_BARRIER(name, params, args) AG_BARRIER_(name, params, args, ag_engine_barrier(AG_ID_##name))
 /* A sync or query: a barrier, but one that a thread which never issued work may pass through where it
  * cannot observe held work (ag_engine_observe). AG_OBS_<name>: the events it observes (NULL, NULL for a
- * stream or the context). */
+ * stream or the context), and the stream it syncs or queries (NULL for the others). */
 #define AG_OBSERVING(name, params, args)                                                              \
     AG_BARRIER_(name, params, args, ag_engine_observe(AG_ID_##name, AG_OBS_##name))
-#define AG_OBS_cuCtxSynchronize NULL, NULL
-#define AG_OBS_cuCtxSynchronize_v2 NULL, NULL
-#define AG_OBS_cuStreamSynchronize NULL, NULL
-#define AG_OBS_cuStreamSynchronize_ptsz NULL, NULL
-#define AG_OBS_cuStreamQuery NULL, NULL
-#define AG_OBS_cuStreamQuery_ptsz NULL, NULL
-#define AG_OBS_cuEventSynchronize hEvent, NULL
-#define AG_OBS_cuEventQuery hEvent, NULL
-#define AG_OBS_cuEventElapsedTime hStart, hEnd
-#define AG_OBS_cuEventElapsedTime_v2 hStart, hEnd
+#define AG_OBS_cuCtxSynchronize NULL, NULL, NULL
+#define AG_OBS_cuCtxSynchronize_v2 NULL, NULL, NULL
+#define AG_OBS_cuStreamSynchronize NULL, NULL, hStream
+#define AG_OBS_cuStreamSynchronize_ptsz NULL, NULL, hStream
+#define AG_OBS_cuStreamQuery NULL, NULL, hStream
+#define AG_OBS_cuStreamQuery_ptsz NULL, NULL, hStream
+#define AG_OBS_cuEventSynchronize hEvent, NULL, NULL
+#define AG_OBS_cuEventQuery hEvent, NULL, NULL
+#define AG_OBS_cuEventElapsedTime hStart, hEnd, NULL
+#define AG_OBS_cuEventElapsedTime_v2 hStart, hEnd, NULL
 
 /* An operation the engine may defer (`kind`, a constant: AG_KIND_DLAUNCH ... AG_KIND_DFREE): it goes to
  * the engine entry named by AG_ENGINE_<name>, which takes the hook id and then the call's own

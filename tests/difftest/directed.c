@@ -784,6 +784,76 @@ static void t_two_engines_threads(void)
     CK(cuEventDestroy(ev_hand));
 }
 
+/* Two contexts, a thread each, syncing streams: the second thread destroys an event it just recorded and
+ * syncs its own stream while the first one holds its round's work (neither observes anything of the
+ * first context, whose chunk goes on), then syncs the first context's stream and reads what the held
+ * work writes to pinned memory (that sync must find it issued). */
+#define SY_ROUNDS (3 * ROUNDS) /* two segments a round, learned apart: they take a few more rounds */
+static pthread_barrier_t sy_hand, sy_done;
+static CUcontext sy_ctx;
+static CUstream sy_s;
+static void *syncer_thread(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(sy_ctx) != CUDA_SUCCESS) return (void *)1;
+    for (int r = 0; r < SY_ROUNDS; r++) {
+        pthread_barrier_wait(&sy_hand);
+        CUevent ev; /* its own event, recorded and destroyed at once (as PyTorch's copies between GPUs) */
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        CK(step(sy_s, Z, 0.125f * (float)r)); /* its own work, and a sync of its own stream */
+        CK(addto(sy_s, Z, Z));
+        CK(cuEventRecord(ev, sy_s));
+        CK(cuEventDestroy(ev));
+        CK(cuStreamSynchronize(sy_s));
+        pthread_barrier_wait(&sy_done);
+        pthread_barrier_wait(&sy_hand);
+        CK(cuStreamSynchronize(s1)); /* the other context's stream, its round held back there */
+        observe(r, P2, OBS * 4);
+        pthread_barrier_wait(&sy_done);
+    }
+    return NULL;
+}
+
+static void t_two_engines_sync(void)
+{
+    CUcontext ctx_a;
+    CUdevice dev;
+    CK(cuCtxGetCurrent(&ctx_a));
+    CK(cuCtxGetDevice(&dev));
+    CK(step(s1, X, 0.5f)); /* this context's engine is the first one */
+    CK(cuStreamSynchronize(s1));
+    CK(cuCtxCreate(&sy_ctx, NULL, 0, dev));
+    CK(cuStreamCreate(&sy_s, CU_STREAM_NON_BLOCKING));
+    CK(cuCtxSetCurrent(ctx_a));
+    pthread_barrier_init(&sy_hand, NULL, 2);
+    pthread_barrier_init(&sy_done, NULL, 2);
+    pthread_t th;
+    if (pthread_create(&th, NULL, syncer_thread, NULL) != 0) {
+        S.errors++;
+        return;
+    }
+    for (int r = 0; r < SY_ROUNDS; r++) {
+        CK(step(s1, X, 0.01f * (float)r));
+        CK(addto(s1, Y, X));
+        pthread_barrier_wait(&sy_hand); /* held: the other thread syncs its own stream */
+        pthread_barrier_wait(&sy_done);
+        CK(step(s1, Y, 0.5f)); /* the same chunk goes on */
+        CK(store(s1, P2, Y));
+        pthread_barrier_wait(&sy_hand); /* held: the other thread syncs this stream, and reads P2 */
+        pthread_barrier_wait(&sy_done);
+        CK(addto(s1, X, Y)); /* (a chunk would end at its last launch: it goes on past that sync) */
+        CK(step(s1, X, 0.25f));
+        CK(cuStreamSynchronize(s1));
+    }
+    void *rc = (void *)1;
+    pthread_join(th, &rc);
+    if (rc) S.errors++;
+    CK(cuCtxSetCurrent(sy_ctx));
+    CK(cuStreamDestroy(sy_s));
+    CK(cuCtxSetCurrent(ctx_a));
+    CK(cuCtxDestroy(sy_ctx));
+}
+
 /* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop
  * was learned): CUDA refuses it at the call, and so must the shim, never copying through it (it did:
  * a blocking read into NULL was a graph's last node, then a copy out of the staging buffer into NULL). */
@@ -1014,6 +1084,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();
     else if (!strcmp(n, "two_engines_threads")) t_two_engines_threads();
+    else if (!strcmp(n, "two_engines_sync")) t_two_engines_sync();
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
