@@ -715,6 +715,40 @@ static void t_ctx_end(int how)
     }
 }
 
+/* A second context of this device with a stream of its own, for a thread of its own (fn) that meets this
+ * one at the two barriers a and b; this context stays current. 0 where the thread could not start. */
+static int second_context(CUcontext *ctx, CUstream *s, pthread_barrier_t *a, pthread_barrier_t *b,
+                          void *(*fn)(void *), pthread_t *th)
+{
+    CUcontext cur;
+    CUdevice dev;
+    CK(cuCtxGetCurrent(&cur));
+    CK(cuCtxGetDevice(&dev));
+    CK(cuCtxCreate(ctx, NULL, 0, dev));
+    CK(cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
+    CK(cuCtxSetCurrent(cur));
+    pthread_barrier_init(a, NULL, 2);
+    pthread_barrier_init(b, NULL, 2);
+    if (pthread_create(th, NULL, fn, NULL) == 0)
+        return 1;
+    S.errors++;
+    return 0;
+}
+
+/* Joins that thread (an error where it failed), then destroys its stream and context. */
+static void end_second_context(pthread_t th, CUcontext ctx, CUstream s)
+{
+    void *rc = (void *)1;
+    CUcontext cur;
+    pthread_join(th, &rc);
+    if (rc) S.errors++;
+    CK(cuCtxGetCurrent(&cur));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuStreamDestroy(s));
+    CK(cuCtxSetCurrent(cur));
+    CK(cuCtxDestroy(ctx));
+}
+
 /* Two contexts, a thread each, handing work over through an event and the host: the first context's
  * thread runs the pattern and records an event, then lets the second one go; that one makes its stream
  * wait for the event, reads what the pattern wrote, and syncs, while the first one waits (its round goes
@@ -749,21 +783,10 @@ static void *waiter_thread(void *arg)
 
 static void t_two_engines_threads(void)
 {
-    CUcontext ctx_a;
-    CUdevice dev;
-    CK(cuCtxGetCurrent(&ctx_a));
-    CK(cuCtxGetDevice(&dev));
-    CK(cuEventCreate(&ev_hand, CU_EVENT_DISABLE_TIMING));
-    CK(cuCtxCreate(&ctx_w, NULL, 0, dev));
-    CK(cuStreamCreate(&s_w, CU_STREAM_NON_BLOCKING));
-    CK(cuCtxSetCurrent(ctx_a));
-    pthread_barrier_init(&hand, NULL, 2);
-    pthread_barrier_init(&done, NULL, 2);
     pthread_t th;
-    if (pthread_create(&th, NULL, waiter_thread, NULL) != 0) {
-        S.errors++;
+    CK(cuEventCreate(&ev_hand, CU_EVENT_DISABLE_TIMING));
+    if (!second_context(&ctx_w, &s_w, &hand, &done, waiter_thread, &th))
         return;
-    }
     pthread_barrier_wait(&done); /* the waiter's engine was made */
     for (int r = 0; r < ROUNDS; r++) {
         pattern(s1, r);
@@ -774,13 +797,7 @@ static void t_two_engines_threads(void)
         CK(addto(s1, Y, X));
         CK(cuStreamSynchronize(s1));
     }
-    void *rc = (void *)1;
-    pthread_join(th, &rc);
-    if (rc) S.errors++;
-    CK(cuCtxSetCurrent(ctx_w));
-    CK(cuStreamDestroy(s_w));
-    CK(cuCtxSetCurrent(ctx_a));
-    CK(cuCtxDestroy(ctx_w));
+    end_second_context(th, ctx_w, s_w);
     CK(cuEventDestroy(ev_hand));
 }
 
@@ -816,22 +833,11 @@ static void *syncer_thread(void *arg)
 
 static void t_two_engines_sync(void)
 {
-    CUcontext ctx_a;
-    CUdevice dev;
-    CK(cuCtxGetCurrent(&ctx_a));
-    CK(cuCtxGetDevice(&dev));
+    pthread_t th;
     CK(step(s1, X, 0.5f)); /* this context's engine is the first one */
     CK(cuStreamSynchronize(s1));
-    CK(cuCtxCreate(&sy_ctx, NULL, 0, dev));
-    CK(cuStreamCreate(&sy_s, CU_STREAM_NON_BLOCKING));
-    CK(cuCtxSetCurrent(ctx_a));
-    pthread_barrier_init(&sy_hand, NULL, 2);
-    pthread_barrier_init(&sy_done, NULL, 2);
-    pthread_t th;
-    if (pthread_create(&th, NULL, syncer_thread, NULL) != 0) {
-        S.errors++;
+    if (!second_context(&sy_ctx, &sy_s, &sy_hand, &sy_done, syncer_thread, &th))
         return;
-    }
     for (int r = 0; r < SY_ROUNDS; r++) {
         CK(step(s1, X, 0.01f * (float)r));
         CK(addto(s1, Y, X));
@@ -845,13 +851,7 @@ static void t_two_engines_sync(void)
         CK(step(s1, X, 0.25f));
         CK(cuStreamSynchronize(s1));
     }
-    void *rc = (void *)1;
-    pthread_join(th, &rc);
-    if (rc) S.errors++;
-    CK(cuCtxSetCurrent(sy_ctx));
-    CK(cuStreamDestroy(sy_s));
-    CK(cuCtxSetCurrent(ctx_a));
-    CK(cuCtxDestroy(sy_ctx));
+    end_second_context(th, sy_ctx, sy_s);
 }
 
 /* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop

@@ -43,6 +43,8 @@
  *   thread (default 2000), every graph launch FAKECUDA_GRAPH_NS (default 3000): about what a real
  *   driver costs the host, so that graphs of several launches pay on the fake as they do on a GPU (the
  *   shim times them against plain launches, AUTOGRAPH_PROBE); a test can make them lose, or set 0.
+ * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
+ *   modules loaded after it (a driver may reuse that memory), most recently unloaded first.
  * - FAKECUDA_POOL_BYTES limits the memory cuMemAllocAsync hands out and no enqueued free has given
  *   back (a free gives it back when enqueued, as CUDA's pool reuses memory in the stream's order);
  *   beyond it the allocation fails with CUDA_ERROR_OUT_OF_MEMORY. Unset or 0: no limit.
