@@ -854,6 +854,92 @@ static void t_two_engines_sync(void)
     end_second_context(th, sy_ctx, sy_s);
 }
 
+/* Four threads, a context each, all at once: each runs its own repeating work with allocations and
+ * frees in the middle (barriers that issue the other engines' held work, at times the threads' race
+ * decides), event and stream syncs of its own, and reads its results through pinned memory. The results
+ * depend on nothing shared, so they are the same however the threads interleave; printed after the
+ * threads end, in a fixed order. */
+#define MC_THREADS 4
+#define MC_ROUNDS (3 * ROUNDS)
+static CUcontext mc_ctx[MC_THREADS];
+static float mc_out[MC_THREADS][MC_ROUNDS][OBS];
+static dt_sum_t mc_sum[MC_THREADS];
+#define MCK(call) DT_CK(sum, call)
+static void *many_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    dt_sum_t *sum = &mc_sum[t]; /* this thread's own: S is the main thread's */
+    CUstream st;
+    CUevent ev;
+    CUdeviceptr x, y;
+    float *pin;
+    if (cuCtxSetCurrent(mc_ctx[t]) != CUDA_SUCCESS) return (void *)1;
+    MCK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    MCK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    MCK(cuMemAlloc(&x, N * 4));
+    MCK(cuMemAlloc(&y, N * 4));
+    MCK(cuMemAllocHost((void **)&pin, OBS * 4));
+    MCK(cuMemcpyDtoDAsync(x, X, N * 4, st));
+    MCK(cuMemsetD32Async(y, 0, N, st));
+    for (int r = 0; r < MC_ROUNDS; r++) {
+        MCK(step(st, x, 0.01f * (float)(r + t)));
+        MCK(addto(st, y, x));
+        if (r % 3 == 0) { /* a temporary: its allocation and free are barriers */
+            CUdeviceptr tmp;
+            MCK(cuMemAlloc(&tmp, N * 4));
+            MCK(cuMemsetD32Async(tmp, 0x3f000000u, N, st)); /* 0.5f */
+            MCK(addto(st, y, tmp));
+            MCK(cuStreamSynchronize(st));
+            MCK(cuMemFree(tmp));
+        }
+        MCK(step(st, y, 0.25f));
+        MCK(cuEventRecord(ev, st));
+        if (r % 2)
+            MCK(cuEventSynchronize(ev));
+        MCK(store(st, pin, y));
+        MCK(cuStreamSynchronize(st));
+        memcpy(mc_out[t][r], pin, OBS * 4);
+    }
+    MCK(cuMemFreeHost(pin));
+    MCK(cuMemFree(x));
+    MCK(cuMemFree(y));
+    MCK(cuEventDestroy(ev));
+    MCK(cuStreamDestroy(st));
+    return NULL;
+}
+
+static void t_many_contexts(void)
+{
+    CUcontext cur;
+    CUdevice dev;
+    pthread_t th[MC_THREADS];
+    int started[MC_THREADS];
+    CK(cuCtxGetCurrent(&cur));
+    CK(cuCtxGetDevice(&dev));
+    for (int t = 0; t < MC_THREADS; t++)
+        CK(cuCtxCreate(&mc_ctx[t], NULL, 0, dev));
+    CK(cuCtxSetCurrent(cur));
+    for (int t = 0; t < MC_THREADS; t++) {
+        mc_sum[t] = (dt_sum_t){DT_FNV_OFFSET, 0, 0, "many_contexts"};
+        started[t] = pthread_create(&th[t], NULL, many_thread, (void *)(intptr_t)t) == 0;
+    }
+    for (int t = 0; t < MC_THREADS; t++) {
+        void *rc = (void *)1;
+        if (started[t]) pthread_join(th[t], &rc);
+        if (rc) S.errors++;
+        S.errors += mc_sum[t].errors;
+        S.hash = dt_fnv_u64(S.hash, mc_sum[t].hash); /* each thread's calls' results, in its own order */
+    }
+    for (int r = 0; r < MC_ROUNDS; r++) {
+        float all[MC_THREADS][OBS];
+        for (int t = 0; t < MC_THREADS; t++)
+            memcpy(all[t], mc_out[t][r], sizeof all[t]);
+        observe(r, all, sizeof all);
+    }
+    for (int t = 0; t < MC_THREADS; t++)
+        CK(cuCtxDestroy(mc_ctx[t]));
+}
+
 /* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop
  * was learned): CUDA refuses it at the call, and so must the shim, never copying through it (it did:
  * a blocking read into NULL was a graph's last node, then a copy out of the staging buffer into NULL). */
@@ -1085,6 +1171,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "other_context")) t_other_context();
     else if (!strcmp(n, "two_engines_threads")) t_two_engines_threads();
     else if (!strcmp(n, "two_engines_sync")) t_two_engines_sync();
+    else if (!strcmp(n, "many_contexts")) t_many_contexts();
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
