@@ -15,7 +15,9 @@ ag_layout_t *ag_layouts[AG_LAYOUT_SLOTS];
 /* scratch kernelParams, per thread: engines of two contexts issue on two threads at once */
 static AG_TLS void **ptrs;
 static AG_TLS uint32_t cap_ptrs;
-/* New layouts are inserted under this lock (lookups take none: a slot, once set, never changes). */
+/* New layouts are inserted, and all of them forgotten, under this lock. Lookups take none: a slot is
+ * set once, or cleared with all the others at a module unload (a lookup racing with that finds the old
+ * layout, of a kernel the program may no longer launch, or none and asks again). */
 static pthread_mutex_t layouts_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int ag_record_bind(void)
