@@ -1046,9 +1046,14 @@ static void barrier(uint64_t kind, int reason)
      * is made while it rests (engine_of), so that none can hold work the resting calls would pass. */
     if (n && !E.npending) {
         pthread_mutex_lock(&engines_lock);
-        if (engine_count() == 1)
+        int alone = engine_count() == 1;
+        if (alone)
             rest_begin(n, seg_ops);
         pthread_mutex_unlock(&engines_lock);
+        if (!alone) { /* a rest that cannot begin is not counted as one */
+            E.rest.rests--;
+            E.rest.rested -= n;
+        }
     }
 }
 
@@ -1838,6 +1843,10 @@ static void each_engine(void (*fn)(void *), void *arg)
 static void barrier_engines(struct engine *home, uint64_t kind, int reason)
 {
     struct engine *prev = eng;
+    /* A context without an engine while the only one rests (none is made then): the resting engine
+     * counts the process's barriers as its segments, as it always did, so that the rest ends. */
+    if (!home && engine_count() == 1 && __atomic_load_n(&engines[0].rest_left, __ATOMIC_RELAXED))
+        home = &engines[0];
     for (int i = 0, n = engine_count(); i < n; i++) {
         struct engine *e = &engines[i];
         if (e != home && !__atomic_load_n(&e->npending, __ATOMIC_RELAXED))

@@ -940,6 +940,39 @@ static void t_many_contexts(void)
         CK(cuCtxDestroy(mc_ctx[t]));
 }
 
+/* The first context's engine rests (run with AUTOGRAPH_REST=2: its segments never repeat), and then a
+ * second context starts repeating work. Resting sends every call to the driver, so no engine is made
+ * while it lasts: the second context's first calls pass plain, and once the rest has used up its
+ * operations the second context gets an engine and replays. */
+static void t_rest_second_context(void)
+{
+    CUcontext cur, ctx_b;
+    CUdevice dev;
+    CUstream sb;
+    CK(cuCtxGetCurrent(&cur));
+    CK(cuCtxGetDevice(&dev));
+    for (int i = 0; i < 8; i++) { /* a new shape every segment: nothing repeats */
+        int n = N;
+        float v = 0.125f * (float)i;
+        void *args[] = {&X, &v, &n};
+        CK(cuLaunchKernel(f_step, 1 + (unsigned)i, 1, 1, 64, 1, 1, 0, s1, args, NULL));
+        CK(addto(s1, Y, X));
+        CK(step(s1, Y, v));
+        CK(addto(s1, X, Y));
+        CK(cuStreamSynchronize(s1));
+    }
+    CK(cuCtxCreate(&ctx_b, NULL, 0, dev)); /* current from here on */
+    CK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+    for (int r = 0; r < 3 * ROUNDS; r++) {
+        pattern(sb, r);
+        CK(cuStreamSynchronize(sb));
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuStreamDestroy(sb));
+    CK(cuCtxSetCurrent(cur));
+    CK(cuCtxDestroy(ctx_b));
+}
+
 /* A NULL host pointer in copies the shim holds or stages (a program's bug, now and then, after the loop
  * was learned): CUDA refuses it at the call, and so must the shim, never copying through it (it did:
  * a blocking read into NULL was a graph's last node, then a copy out of the staging buffer into NULL). */
@@ -1172,6 +1205,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "two_engines_threads")) t_two_engines_threads();
     else if (!strcmp(n, "two_engines_sync")) t_two_engines_sync();
     else if (!strcmp(n, "many_contexts")) t_many_contexts();
+    else if (!strcmp(n, "rest_second_context")) t_rest_second_context();
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();
