@@ -18,7 +18,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_STATS] = {"AUTOGRAPH_STATS", AG_OPT_STRING, "", "path",
                       "Write statistics as JSON to this file at process exit (call counts per hooked entry "
                       "point, kernel launches). '%p' is replaced by the process id; a forked child writes "
-                      "statistics only when the path contains '%p'."},
+                      "statistics only when the path contains '%p', and without it a process that made no "
+                      "driver call (a helper the program ran, the shim preloaded into it too) does not "
+                      "overwrite an existing file."},
     [AG_OPT_SCOPE] = {"AUTOGRAPH_SCOPE", AG_OPT_ENUM, "all", "off|all",
                       "Which work the shim may take over. 'all': every repeating kernel launch, memset and "
                       "device-to-device copy; 'off': every call goes straight to the driver (statistics are "

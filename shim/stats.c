@@ -238,7 +238,13 @@ void ag_stats_report(int forked_child)
     if (pattern && *pattern) {
         char path[4096];
         int has_pid = expand_path(pattern, path, sizeof path);
-        if (!forked_child || has_pid) {
+        uint64_t calls = 0;
+        for (int i = 0; i < AG_ID_COUNT; i++)
+            calls += tot[i];
+        /* A process that made no driver call (a helper the program ran, with the shim preloaded too)
+         * does not overwrite another process's statistics at one path: it would, exiting after it. */
+        int idle_over = !has_pid && !calls && access(path, F_OK) == 0;
+        if ((!forked_child || has_pid) && !idle_over) {
             int rc = write_json(path, tot);
             if (rc)
                 ag_log(AG_LOG_WARN, "cannot write statistics to %s: %s", path, strerror(-rc));

@@ -259,6 +259,15 @@ EOF
             "$TMP/nopid/s.json" "${parent:-0}" || fail "s.json was not written by the parent ($parent)"
         check_stats plainfork "$TMP/nopid/s.json"
     fi
+
+    # A helper the program runs with the shim preloaded too (a shell, a compiler), making no driver call
+    # and exiting after the program, leaves the program's statistics at the same path alone; alone, it
+    # writes its own (empty) ones.
+    env LD_PRELOAD="$SHIM" AUTOGRAPH_STATS="$TMP/nopid/s.json" python3 -c pass
+    check_stats plainfork "$TMP/nopid/s.json"
+    env LD_PRELOAD="$SHIM" AUTOGRAPH_STATS="$TMP/nopid/helper.json" python3 -c pass
+    python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["calls_total"] != 0)' \
+        "$TMP/nopid/helper.json" || fail "a helper alone did not write its statistics"
     ;;
 
 log_info)
