@@ -1041,19 +1041,18 @@ static void barrier(uint64_t kind, int reason)
     int repeated = E.rseg_repeated >= REST_MIN_OPS;
     E.rseg_op0 = E.ops;
     E.rseg_repeated = 0;
-    uint32_t n = seg_ops >= REST_MIN_OPS ? ag_rest_segment(&E.rest, repeated, content, E.rest_after) : 0;
-    /* Resting sends every context's calls to the driver: only while there is one engine, and no other
-     * is made while it rests (engine_of), so that none can hold work the resting calls would pass. */
+    /* Resting sends every context's calls to the driver: only while there is one engine (with more, the
+     * segments are not even weighed for it), and no other is made while it rests (engine_of), so that
+     * none can hold work the resting calls would pass; checked again under the list's lock, against a
+     * context made meanwhile. */
+    uint32_t n = seg_ops >= REST_MIN_OPS && engine_count() == 1
+                     ? ag_rest_segment(&E.rest, repeated, content, E.rest_after)
+                     : 0;
     if (n && !E.npending) {
         pthread_mutex_lock(&engines_lock);
-        int alone = engine_count() == 1;
-        if (alone)
+        if (engine_count() == 1)
             rest_begin(n, seg_ops);
         pthread_mutex_unlock(&engines_lock);
-        if (!alone) { /* a rest that cannot begin is not counted as one */
-            E.rest.rests--;
-            E.rest.rested -= n;
-        }
     }
 }
 
@@ -1430,21 +1429,30 @@ static struct engine *engine_of(CUcontext ctx, int create)
 static AG_TLS CUcontext tl_ctx;
 static AG_TLS struct engine *tl_eng;
 
-/* The engine of the calling thread's current context, made if need be (create); NULL where there is
- * no context, or no engine for it. Selects nothing. */
-static struct engine *current_engine(int create)
+/* current_engine past the thread's cache: looks ctx up (makes its engine if create) and caches it. */
+static struct engine *lookup_engine(CUcontext ctx, int create)
 {
-    ag_drv_cuCtxGetCurrent_t query = find_ctx_query();
-    CUcontext ctx = NULL;
-    if (!query || query(&ctx) != CUDA_SUCCESS || !ctx)
-        return NULL;
-    if (ctx == tl_ctx && tl_eng)
-        return tl_eng;
     struct engine *e = engine_of(ctx, create);
     /* not found is kept only where every engine is taken (resting, or not asked to make one: later) */
     tl_ctx = e || engine_count() == AG_MAX_ENGINES ? ctx : NULL;
     tl_eng = e;
     return e;
+}
+
+/* The engine of the calling thread's current context, made if need be (create); NULL where there is
+ * no context, or no engine for it. Selects nothing. The driver's lines are as cold as ours: asked
+ * before any lock, the current context costs misses that overlap the lock's and prefetch_hot's. */
+AG_HOT static inline struct engine *current_engine(int create)
+{
+    ag_drv_cuCtxGetCurrent_t query = atomic_load_explicit(&ctx_query, memory_order_acquire);
+    if (AG_UNLIKELY(!query) && !(query = find_ctx_query()))
+        return NULL;
+    CUcontext ctx = NULL;
+    if (query(&ctx) != CUDA_SUCCESS || !ctx)
+        return NULL;
+    if (AG_LIKELY(ctx == tl_ctx)) /* only this thread changes its current context */
+        return tl_eng;
+    return lookup_engine(ctx, create);
 }
 
 /* Work this thread held back in engine h is issued (and the segment ends there): the thread goes on
@@ -1461,7 +1469,7 @@ static void release_holds(struct engine *h)
 
 /* Checks that the engine may handle a call now: 1 with the engine lock held (leave() releases it), 0
  * without it (the call passes to CUDA). */
-AG_HOT static int enter_locked(CUcontext ctx)
+AG_HOT static int enter_locked(void)
 {
     if (E.disabled || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0 ||
         !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
@@ -1469,25 +1477,14 @@ AG_HOT static int enter_locked(CUcontext ctx)
             tl_ctx = NULL; /* its handle may be another context's now: looked up again */
         return 0;
     }
-    if (!E.ready && init_engine(ctx) != 0)
+    if (!E.ready && init_engine(E.ctx) != 0)
         return 0;
     return 1;
 }
 
-AG_HOT static int enter(void)
+/* enter for engine e, the calling thread's current context's (current_engine(1)), or NULL. */
+AG_HOT static int enter_engine(struct engine *e)
 {
-    /* The driver's lines are as cold as ours: asked before the lock, the current context costs misses
-     * that overlap the lock's and prefetch_hot's instead of following them. Only this thread can change
-     * its current context, and it is in here. */
-    ag_drv_cuCtxGetCurrent_t query = atomic_load_explicit(&ctx_query, memory_order_acquire);
-    CUcontext ctx = NULL;
-    struct engine *e;
-    if (AG_LIKELY(query) && query(&ctx) == CUDA_SUCCESS && ctx && ctx == tl_ctx) {
-        e = tl_eng;
-    } else {
-        e = current_engine(1);
-        ctx = tl_ctx;
-    }
     /* Work this thread held back in another engine goes first (in its order), as at any barrier: CUDA
      * orders two contexts' work only through a sync or an event, and those take the locked paths. */
     struct engine *h = tl_hold_eng;
@@ -1498,10 +1495,15 @@ AG_HOT static int enter(void)
     if (AG_UNLIKELY(e != eng))
         use(e);
     pthread_mutex_lock(&E.lock);
-    if (enter_locked(ctx))
+    if (enter_locked())
         return 1;
     pthread_mutex_unlock(&E.lock);
     return 0;
+}
+
+AG_HOT static int enter(void)
+{
+    return enter_engine(current_engine(1));
 }
 
 AG_HOT static void leave(void)
@@ -1882,9 +1884,10 @@ static int foreign_event(CUevent ev, struct engine *home, uint64_t kind, int rea
 
 static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
 {
+    struct engine *home = current_engine(1);
     if (c->ev)
-        foreign_event(c->ev, current_engine(0), 0xc0ffeeULL, FB_CONTEXT);
-    if (!enter())
+        foreign_event(c->ev, home, 0xc0ffeeULL, FB_CONTEXT);
+    if (!enter_engine(home))
         return eager_event(c);
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs));
@@ -2164,19 +2167,18 @@ CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, si
     return eager_unified(id, dst, src, n, s);
 }
 
+static void alloc_forget(void *p)
+{
+    ag_ptrset_remove(&E.async_ptrs, (uint64_t)*(CUdeviceptr *)p);
+}
+
 CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
 {
     ag_fn_cuMemFreeAsync_t real = (ag_fn_cuMemFreeAsync_t)ag_real[id];
     if (!enter()) {
         /* a context without an engine, the program's own capture, or the engine off: a barrier, as before
          * it tracked anything (and the allocation is forgotten) */
-        struct engine *prev = eng;
-        for (int i = 0, n = engine_count(); i < n; i++) {
-            visit(i);
-            ag_ptrset_remove(&E.async_ptrs, (uint64_t)p);
-            unvisit();
-        }
-        use(prev);
+        each_engine(alloc_forget, &p);
         ag_engine_barrier(id);
         return real(p, s);
     }
@@ -2302,13 +2304,14 @@ static void timed_add(void *ev)
     ag_ptrset_add(&E.timed_events, (uint64_t)(uintptr_t)ev); /* out of memory: it stays held */
 }
 
-/* A stream sync or query (id) of stream s from a thread that issues work: it observes the work of its own
- * context's engine (home), where it ends the segment, and of no other context but through events
+/* A stream sync or query of stream s (NULL: a sync of the current context) from a thread that issues
+ * work: it observes the work of its own context's engine (home), where it ends the segment, and of no
+ * other context but through events
  * (handled where they are recorded and waited for), unless s is a created stream of another context
  * with work held there (a stream handle names its context). Without a home engine (no context, or none
  * for it): as any barrier. Other engines' segments go on: a thread per GPU that syncs its own stream
  * does not cut the chunks of the others. */
-static void stream_barrier(struct engine *home, ag_id_t id, CUstream s, uint64_t kind)
+static void stream_barrier(struct engine *home, CUstream s, uint64_t kind)
 {
     if (!home) {
         barrier_engines(NULL, kind, FB_BARRIER);
@@ -2330,7 +2333,6 @@ static void stream_barrier(struct engine *home, ag_id_t id, CUstream s, uint64_t
         unvisit();
     }
     use(prev);
-    (void)id;
 }
 
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
@@ -2350,9 +2352,9 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
         if (!a && !b) {
             if (id == AG_ID_cuStreamSynchronize || id == AG_ID_cuStreamSynchronize_ptsz ||
                 id == AG_ID_cuStreamQuery || id == AG_ID_cuStreamQuery_ptsz)
-                stream_barrier(home, id, s, kind);
+                stream_barrier(home, s, kind);
             else if (id == AG_ID_cuCtxSynchronize && home)
-                stream_barrier(home, id, NULL, kind); /* the current context's work only */
+                stream_barrier(home, NULL, kind); /* the current context's work only */
             else
                 barrier_engines(home, kind, FB_BARRIER);
             return;
@@ -2401,31 +2403,25 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
  * others no held operation names it (they all came since that barrier) and it passes: an event made and
  * dropped every step (PyTorch frees a torch.cuda.Event when its last reference goes, and makes two for
  * every copy between GPUs) no longer ends the segment. */
+static void timed_forget(void *ev)
+{
+    ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
+}
+
 void ag_engine_event_destroy(ag_id_t id, CUevent ev)
 {
     if (!ev || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0) {
         ag_engine_barrier(id);
         return;
     }
-    struct engine *home = current_engine(0), *prev = eng;
-    int ended = 0;
-    for (int i = 0, n = engine_count(); i < n; i++) {
-        if (visit(i)) {
-            ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
-            if (seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev)) {
-                barrier_in_ctx(0xba77ULL + (uint64_t)id, FB_BARRIER);
-                ended++;
-            }
-        }
-        unvisit();
-    }
+    each_engine(timed_forget, ev);
     /* the engines that do not name it go on: a thread's event destroyed does not cut another GPU's chunks */
-    if (!ended && (home || engine_count())) {
-        use(home ? home : &engines[0]);
-        pthread_mutex_lock(&E.lock);
-        E.event_destroys_passed++;
-        pthread_mutex_unlock(&E.lock);
-    }
+    if (foreign_event(ev, NULL, 0xba77ULL + (uint64_t)id, FB_BARRIER) || !engine_count())
+        return;
+    struct engine *home = current_engine(0), *prev = use(home ? home : &engines[0]);
+    pthread_mutex_lock(&E.lock);
+    E.event_destroys_passed++;
+    pthread_mutex_unlock(&E.lock);
     use(prev);
 }
 
@@ -2587,19 +2583,13 @@ static void resume_one(void *arg)
     E.pf_other = 1; /* the sighting under way spans the pause: not one to judge the graphs by */
 }
 
-static void count_live(void *arg)
-{
-    ++*(int *)arg;
-}
-
 AG_EXPORT int autograph_pause(int pause)
 {
     ag_hook_depth++; /* the held work issued now is the application's, seen by our hooks */
     pthread_mutex_lock(&pause_lock);
     int was = paused_from != 0, r = was, live = 0;
-    each_engine(count_live, &live);
     for (int i = 0, n = engine_count(); i < n; i++)
-        live += !__atomic_load_n(&engines[i].ready, __ATOMIC_RELAXED); /* not set up yet: not disabled */
+        live += !__atomic_load_n(&engines[i].disabled, __ATOMIC_RELAXED);
     if ((engine_count() && !live) || (!was && !atomic_load(&ag_engine_on))) {
         r = -1;
     } else if (pause && !was) {
