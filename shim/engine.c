@@ -2534,6 +2534,12 @@ void ag_engine_fork_child(void)
 
 /* Every engine lock, in index order (no path holds two of them otherwise), then the list's lock (taken
  * under an engine's at a barrier, never the other way round). */
+void ag_engine_thread_exit(void)
+{
+    ag_graph_thread_exit();
+    ag_record_thread_exit();
+}
+
 void ag_engine_fork_prepare(void)
 {
     for (int i = 0; i < AG_MAX_ENGINES; i++)
@@ -2629,7 +2635,7 @@ static void add_totals(void *arg)
     t->gs.built += gs.built, t->gs.evicted += gs.evicted, t->gs.patched += gs.patched;
     for (int i = 0; i < 3; i++)
         t->gs.patched_by[i] += gs.patched_by[i], t->gs.patch_drv_ns[i] += gs.patch_drv_ns[i];
-    t->gs.live += gs.live, t->gs.mem += gs.mem;
+    t->gs.live += gs.live, t->gs.mem += gs.mem, t->gs.thread_stages += gs.thread_stages;
     t->deferred += E.deferred, t->replayed += E.replayed, t->graph_launches += E.graph_launches;
     t->match_ns += E.match_ns, t->match_timed += E.match_timed, t->match_lock_ns += E.match_lock_ns;
     t->eager_kernels += E.eager_kernels, t->replay_host_ns += E.replay_host_ns;
@@ -2722,7 +2728,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"launches_eager_through_engine\": %llu,\n    \"host_ns_engine_per_launch\": %.1f,\n"
                "    \"rests\": %llu,\n    \"segments_rested\": %llu,\n    \"rests_ended_by_operations\": %llu,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
-               "    \"blocking_copies_in_graphs\": %llu,\n    \"pinned_d2h_copies_held\": %llu,\n"
+               "    \"blocking_copies_in_graphs\": %llu,\n    \"blocking_copy_buffers\": %llu,\n"
+               "    \"pinned_d2h_copies_held\": %llu,\n"
                "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
@@ -2739,7 +2746,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             per_match, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,
             (unsigned long long)t.rests, (unsigned long long)t.rested_segments,
             (unsigned long long)t.rest_ended_by_ops, saved_ms, t.variants,
-            (unsigned long long)t.copies_out, (unsigned long long)t.d2h_pinned_held,
+            (unsigned long long)t.copies_out, (unsigned long long)gs.thread_stages,
+            (unsigned long long)t.d2h_pinned_held,
             (unsigned long long)t.timed_records, (unsigned long long)t.event_destroys_passed,
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,

@@ -4,6 +4,7 @@
  * pinned staging buffers that host copies in graphs read from or write to. Locking: under the engine lock
  * (engine.c); nothing here waits for the GPU. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,11 @@ static struct {
     /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
     uint64_t patched_by[3], patch_drv_ns[3];
     size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
+    /* blocking-read buffers of exited threads, for the next thread (under spare_lock), and how many
+     * this engine ever allocated */
+    void **spare;
+    uint32_t nspare, cap_spare;
+    uint64_t thread_stages;
 } Gs[AG_MAX_ENGINES];
 /* The state of the engine this thread works for now (ag_graph_use): each engine has its own context,
  * capture streams, staging buffers and cache. */
@@ -139,16 +145,51 @@ static int capture_resources(int n)
 }
 
 /* The calling thread's pinned buffer for a blocking device-to-host copy that ends a graph: the thread
- * waits for that copy itself, outside the engine lock, so the buffer is never shared. Kept for the
- * thread's lifetime. */
+ * waits for that copy itself, outside the engine lock, so the buffer is never shared. Kept while the
+ * thread lives; at its exit the buffer goes to the engine's spares, for the next thread that needs one
+ * (a program that starts a thread per step or per request holds as many buffers as it has such threads
+ * at once, not one per thread it ever started). */
 static AG_TLS void *tls_stage[AG_MAX_ENGINES]; /* one per engine: allocated in its context, gone with it */
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf: taken under no other lock but E's */
 
 void *ag_thread_staging(void)
 {
     void **st = &tls_stage[gcur - Gs];
-    if (!*st && REAL(cuMemAllocHost_v2)(st, AG_D2H_STAGING_MAX) != CUDA_SUCCESS)
-        *st = NULL;
+    if (!*st) {
+        pthread_mutex_lock(&spare_lock);
+        if (G.nspare)
+            *st = G.spare[--G.nspare];
+        pthread_mutex_unlock(&spare_lock);
+    }
+    if (!*st) {
+        if (REAL(cuMemAllocHost_v2)(st, AG_D2H_STAGING_MAX) == CUDA_SUCCESS)
+            G.thread_stages++;
+        else
+            *st = NULL;
+    }
     return *st;
+}
+
+/* Only the pointers move: an engine whose context ended (its buffers freed with it) is never used
+ * again, so its spares are never handed out. One that cannot be kept (no memory for the list) is left
+ * allocated, as before there were spares. */
+void ag_graph_thread_exit(void)
+{
+    for (int i = 0; i < AG_MAX_ENGINES; i++) {
+        if (!tls_stage[i])
+            continue;
+        pthread_mutex_lock(&spare_lock);
+        if (Gs[i].nspare == Gs[i].cap_spare) {
+            uint32_t cap = Gs[i].cap_spare ? 2 * Gs[i].cap_spare : 4;
+            void **p = realloc(Gs[i].spare, sizeof *p * cap);
+            if (p)
+                Gs[i].spare = p, Gs[i].cap_spare = cap;
+        }
+        if (Gs[i].nspare < Gs[i].cap_spare)
+            Gs[i].spare[Gs[i].nspare++] = tls_stage[i];
+        pthread_mutex_unlock(&spare_lock);
+        tls_stage[i] = NULL;
+    }
 }
 
 /* Records that staging buffer b is read by work issued on stream s up to now. Nothing here waits: the
@@ -639,4 +680,5 @@ void ag_graph_stats(ag_graph_stats_t *out)
     memcpy(out->patch_drv_ns, G.patch_drv_ns, sizeof out->patch_drv_ns);
     out->live = G.ngraphs;
     out->mem = G.mem;
+    out->thread_stages = G.thread_stages;
 }

@@ -56,12 +56,15 @@ void ag_stage_issued_op(const ag_op_t *o);
 void ag_stage_done(void);
 /* The calling thread's staging buffer for a blocking device-to-host copy (AG_D2H_STAGING_MAX bytes). */
 void *ag_thread_staging(void);
+/* The calling thread exits: its staging buffers go to their engines' spares (no engine lock needed). */
+void ag_graph_thread_exit(void);
 
 typedef struct {
     uint64_t built, evicted, patched;
     uint64_t patched_by[3], patch_drv_ns[3]; /* by node kind: kernel, memset, copy */
     uint32_t live;
     size_t mem; /* device memory of the live graphs (estimated) */
+    uint64_t thread_stages; /* blocking-read staging buffers allocated (AG_D2H_STAGING_MAX bytes each) */
 } ag_graph_stats_t;
 void ag_graph_stats(ag_graph_stats_t *out);
 

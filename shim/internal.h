@@ -225,6 +225,9 @@ void ag_engine_exit(void);
 void ag_engine_unhooked(void);
 /* The CUPTI observer was released (a profiler took CUPTI): after calls past every hook, deferral stops. */
 void ag_engine_guard_lost(void);
+/* The calling thread exits (stats.c's thread destructor): what the shim keeps per thread is given back
+ * or freed. */
+void ag_engine_thread_exit(void);
 void ag_engine_fork_prepare(void);
 void ag_engine_fork_parent(void);
 void ag_engine_fork_child(void);

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pattern.h"
@@ -47,6 +48,13 @@ void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args)
     for (uint32_t i = 0; i < lay->nparams; i++)
         ptrs[i] = args + lay->p[i].off;
     return ptrs;
+}
+
+void ag_record_thread_exit(void)
+{
+    free(ptrs);
+    ptrs = NULL;
+    cap_ptrs = 0;
 }
 
 /* ---- layouts ---- */

@@ -148,6 +148,8 @@ static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, cons
 
 /* kernelParams pointing into an argument block laid out by `lay` (scratch, valid until the next call). */
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
+/* The calling thread exits: its scratch goes. */
+void ag_record_thread_exit(void);
 AG_HOT uint64_t ag_op_sig(const ag_op_t *o);
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);

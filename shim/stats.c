@@ -25,6 +25,7 @@ static int key_ok;
 static void thread_exit(void *arg)
 {
     ag_tcount_t *t = arg;
+    ag_engine_thread_exit();
     pthread_mutex_lock(&blocks_lock);
     for (int i = 0; i < AG_ID_COUNT; i++) {
         uint64_t n = atomic_load_explicit(&t->n[i], memory_order_relaxed);

@@ -195,6 +195,35 @@ static void t_d2h_pageable(void)
     }
 }
 
+/* A new thread every round does the round's work and a blocking read into pageable memory: the graph
+ * that ends in the read writes the thread's staging buffer, which the thread gives back at its exit for
+ * the next one (the statistics count the buffers allocated: one, not one per thread). */
+static CUcontext g_ctx;
+static int tpr_round;
+static void *round_thread(void *arg)
+{
+    (void)arg;
+    float h[OBS];
+    CK(cuCtxSetCurrent(g_ctx));
+    pattern(s1, tpr_round);
+    memset(h, 0, sizeof(h));
+    CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1));
+    observe(tpr_round, h, sizeof(h));
+    return NULL;
+}
+static void t_thread_per_round(void)
+{
+    for (int r = 0; r < 3 * ROUNDS; r++) {
+        pthread_t th;
+        tpr_round = r;
+        if (pthread_create(&th, NULL, round_thread, NULL)) {
+            S.errors++;
+            return;
+        }
+        pthread_join(th, NULL);
+    }
+}
+
 static void t_memfree(int async)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -1154,6 +1183,7 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return 2;
+    g_ctx = ctx;
     CK(cuModuleLoadData(&mod, image));
     CK(cuModuleGetFunction(&f_step, mod, "dt_step"));
     CK(cuModuleGetFunction(&f_addto, mod, "dt_addto"));
@@ -1186,6 +1216,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "memset_sync")) t_overwrite_input(1);
     else if (!strcmp(n, "h2d_pageable_overwrite")) t_overwrite_input(2);
     else if (!strcmp(n, "d2h_pageable")) t_d2h_pageable();
+    else if (!strcmp(n, "thread_per_round")) t_thread_per_round();
     else if (!strcmp(n, "memfree")) t_memfree(0);
     else if (!strcmp(n, "memfree_async")) t_memfree(1);
     else if (!strcmp(n, "memfree_async_twice")) t_memfree(2);
