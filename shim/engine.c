@@ -5,12 +5,15 @@
  * operations eagerly, in order: deferral stays invisible. The hooks' entry points are at the end. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "graph.h"
@@ -57,6 +60,14 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define SAMPLE_FIRST 64
 #define SAMPLE_LAUNCHES 16
 #define SAMPLE_EVERY 4096
+
+/* The issuer's job states: none in flight, handed over, being issued (by the thread, or by a thread
+ * that took it back), issued (its outcome not folded in yet). */
+enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE };
+/* The issuer spins this long for the next job, and a settling thread this long for the job's end,
+ * before they sleep (no spinning where the machine has two CPUs or fewer). */
+#define ISSUER_SPIN_NS 20000
+#define SETTLE_SPIN_NS 50000
 
 /* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
@@ -130,6 +141,31 @@ struct engine {
     } *frees;
     uint32_t nfrees, cap_frees;
     uint64_t frees_held, frees_oom_released;
+    /* The issuer (AUTOGRAPH_ISSUER=thread): a chunk completed by a launch has its graph patched and
+     * launched by a thread of the engine's own, while the program's thread goes on. One job at a time,
+     * with the buffers it holds (swapped with the engine's at the hand-over: the next chunk fills the
+     * previous job's). Until it is issued it is held work: every path that could observe it, issue
+     * anything after it or touch the graphs settles it first (settle), taking it back where the thread
+     * has not begun it. */
+    struct job {
+        _Alignas(64) atomic_int state; /* JOB_* */
+        atomic_int sleeping;           /* the thread waits on state (a post wakes it) */
+        atomic_int waiters;            /* settling threads wait on state (the end wakes them) */
+        ag_variant_t *v;
+        ag_graph_t *g;
+        int patch;  /* 0: a graph just built, nothing to patch */
+        int failed; /* its outcome: FB_PATCH_FAILED or FB_LAUNCH_FAILED (issued eagerly), or 0 */
+        uint32_t kernels;
+        ag_op_t *ops;
+        uint32_t n, cap;
+        unsigned char *arena;
+        size_t arena_used, arena_cap;
+        struct held_free *frees;
+        uint32_t nfrees, cap_frees;
+        uint64_t patch_ns, launch_ns, host_ns; /* the issuer's time on it */
+    } job;
+    int issuer;                /* 1: the thread runs; -1: it could not start (inline from then on) */
+    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns;
     /* Events the program has timed (given to cuEventElapsedTime): a record of one is a barrier, issued
      * at its place in the stream, not after the chunk's graph as the other held records are (which
      * would time the graph's end). Destroying an event forgets it. */
@@ -555,12 +591,12 @@ static ag_chunk_t chunk(void)
     return c;
 }
 
-/* Issues the held frees that came before pending operation `upto` (all of them: E.npending), from
- * *next on. A failure is logged: the allocation was the program's and live when its free came. */
-static void issue_frees(uint32_t *next, uint32_t upto)
+/* Issues the held frees that came before held operation `upto` (all of them: the count of operations),
+ * from *next on. A failure is logged: the allocation was the program's and live when its free came. */
+static void issue_frees(const struct held_free *frees, uint32_t nfrees, uint32_t *next, uint32_t upto)
 {
-    for (; *next < E.nfrees && E.frees[*next].pos <= upto; (*next)++) {
-        const struct held_free *h = &E.frees[*next];
+    for (; *next < nfrees && frees[*next].pos <= upto; (*next)++) {
+        const struct held_free *h = &frees[*next];
         CUresult r = ((ag_fn_cuMemFreeAsync_t)ag_real[h->id])(h->p, h->stream);
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "issuing a held-back stream-ordered free failed (CUDA error %d)", (int)r);
@@ -579,25 +615,34 @@ static void drained(void)
 /* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
  * now is one CUDA would report asynchronously, at the next sync, so it is logged and the next sync
  * reports the sticky error if there is one. */
+/* Issues held operations (with their held frees) eagerly, in order. */
+static void reissue(const ag_op_t *ops, uint32_t n, unsigned char *arena, const struct held_free *frees, uint32_t nfrees)
+{
+    uint32_t f = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        issue_frees(frees, nfrees, &f, i);
+        if (ops[i].kind == OP_D2H && ops[i].stage >= 0)
+            continue; /* blocking, and always the last: its caller issues it after leaving the lock */
+        CUresult r = ag_issue(&ops[i], ops[i].stream, arena);
+        if (r != CUDA_SUCCESS)
+            AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
+        ag_stage_issued_op(&ops[i]); /* before the application's next operations on the stream */
+    }
+    issue_frees(frees, nfrees, &f, n);
+}
+
+static void settle(void);
+
 static void flush_eager(int reason)
 {
+    settle(); /* a job in flight goes first, even where nothing is held */
     if (!E.npending)
         return;
     if (reason >= 0)
         E.fallbacks[reason]++;
     E.pf_other = 1;
     uint64_t t0 = ag_now_ns();
-    uint32_t f = 0;
-    for (uint32_t i = 0; i < E.npending; i++) {
-        issue_frees(&f, i);
-        if (E.pending[i].kind == OP_D2H && E.pending[i].stage >= 0)
-            continue; /* blocking, and always the last: its caller issues it after leaving the lock */
-        CUresult r = ag_issue(&E.pending[i], E.pending[i].stream, E.arena);
-        if (r != CUDA_SUCCESS)
-            AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
-        ag_stage_issued_op(&E.pending[i]); /* before the application's next operations on the stream */
-    }
-    issue_frees(&f, E.npending);
+    reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
     ag_stage_done();
     drained();
     E.reissue_ns += ag_now_ns() - t0;
@@ -673,9 +718,30 @@ static void sample_end(int k, CUstream s, CUresult launched)
     }
 }
 
-/* The pending operations are exactly variant v: launch its graph (built now if it has none). */
-static void complete(ag_variant_t *v)
+static int post_job(ag_variant_t *v, ag_graph_t *g, int patch);
+
+/* A graph launch now would be one of the replay sampling's (or collect a window): made by the program's
+ * thread, where the sample's events are. */
+static int sampling(void)
 {
+    return !E.S.broken && (E.S.n > 0 || E.S.full || E.graph_launches >= E.S.next_at);
+}
+
+/* The pending operations read or write one of the shim's staging buffers (a pageable copy's). */
+static int staged(void)
+{
+    for (uint32_t i = 0; i < E.npending; i++)
+        if ((E.pending[i].kind == OP_H2D || E.pending[i].kind == OP_D2H) && E.pending[i].stage >= 0)
+            return 1;
+    return 0;
+}
+
+/* The pending operations are exactly variant v: launch its graph (built now if it has none). may_post:
+ * the chunk was completed by an operation (not at a barrier, where the host is about to observe it): the
+ * issuer may patch and launch it (AUTOGRAPH_ISSUER). */
+static void complete(ag_variant_t *v, int may_post)
+{
+    settle(); /* the job before, and the graphs it uses, are the issuer's until then */
     uint64_t t0 = ag_now_ns();
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
@@ -691,6 +757,17 @@ static void complete(ag_variant_t *v)
         fresh = 1;
         E.build_ns += ag_now_ns() - t0;
         E.graphs_at_second += v->seen <= 2;
+    }
+    if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged()) {
+        if (E.cupti_learning)
+            cupti_learning(0);
+        else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN)
+            __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
+        if (post_job(v, g, !fresh) == 0) {
+            ag_learner_succeeded(v);
+            E.replay_host_ns += ag_now_ns() - t0;
+            return;
+        }
     }
     uint64_t t1 = ag_now_ns();
     if (!fresh && ag_graph_patch(g, &c) != 0) {
@@ -725,7 +802,7 @@ static void complete(ag_variant_t *v)
     if (rr != CUDA_SUCCESS)
         AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
     uint32_t f = 0;
-    issue_frees(&f, E.npending); /* on the graph's streams, which follow it (ag_graph_launch) */
+    issue_frees(E.frees, E.nfrees, &f, E.npending); /* on the graph's streams, which follow it (ag_graph_launch) */
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;
@@ -735,6 +812,224 @@ static void complete(ag_variant_t *v)
     drained();
     ag_learner_succeeded(v);
     E.replay_host_ns += ag_now_ns() - t0;
+}
+
+/* ---- the issuer (AUTOGRAPH_ISSUER=thread) ---- */
+
+static void futex_wait(atomic_int *a, int val)
+{
+    syscall(SYS_futex, a, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(atomic_int *a, int n)
+{
+    syscall(SYS_futex, a, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Spinning pays only where another CPU is free to run the other side (set once, at the first post). */
+static int spin_ok = -1;
+
+/* Patches and launches job j's graph, records the events of its chunk after it and issues its frees;
+ * where the patch or the launch fails, its operations are issued eagerly instead (the rest is folded
+ * in by settle). Reads and writes only j and the engine's graph state, which the program's threads
+ * leave alone until the job is settled. */
+static void run_job(struct job *j)
+{
+    uint64_t t0 = ag_now_ns();
+    ag_chunk_t c = {j->ops, j->n, j->arena, j->arena_used};
+    j->failed = j->patch && ag_graph_patch(j->g, &c) != 0 ? FB_PATCH_FAILED : 0;
+    uint64_t t1 = ag_now_ns();
+    CUresult r = CUDA_SUCCESS;
+    if (!j->failed && (r = ag_graph_launch(j->g, &c)) != CUDA_SUCCESS) {
+        AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
+        j->failed = FB_LAUNCH_FAILED;
+    }
+    uint64_t t2 = ag_now_ns();
+    if (j->failed) {
+        reissue(j->ops, j->n, j->arena, j->frees, j->nfrees);
+    } else {
+        CUresult rr = ag_graph_record_events(&c);
+        if (rr != CUDA_SUCCESS)
+            AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
+        uint32_t f = 0;
+        issue_frees(j->frees, j->nfrees, &f, j->n); /* on the graph's streams, which follow it */
+    }
+    j->patch_ns = t1 - t0;
+    j->launch_ns = t2 - t1;
+    j->host_ns = ag_now_ns() - t0;
+}
+
+/* Under the lock, the job issued (JOB_DONE): its outcome into the engine's counts; a failed one's graph
+ * released (its exec may hold a mix of old and new arguments) and, where the launch failed, its variant
+ * never graphed again, as complete does. */
+static void fold_job(void)
+{
+    struct job *j = &E.job;
+    E.patch_ns += j->patch_ns;
+    E.launch_ns += j->launch_ns;
+    E.issuer_ns += j->host_ns;
+    if (j->failed) {
+        E.fallbacks[j->failed]++;
+        E.pf_other = 1;
+        E.graph_launches--;
+        E.replayed -= j->kernels;
+        ag_graph_release(j->v, NULL);
+        if (j->failed == FB_LAUNCH_FAILED)
+            j->v->ungraphable = 1;
+    }
+    j->v = NULL;
+    j->g = NULL;
+    atomic_store_explicit(&j->state, JOB_IDLE, memory_order_relaxed);
+}
+
+static void settle_slow(int st)
+{
+    struct job *j = &E.job;
+    CUcontext cur = NULL;
+    if (st == JOB_POSTED && ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == E.ctx &&
+        atomic_compare_exchange_strong(&j->state, &st, JOB_RUNNING)) {
+        /* not begun: taken back, and issued here as complete would have */
+        ag_hook_depth++; /* the work is the program's, seen by our hooks */
+        run_job(j);
+        ag_hook_depth--;
+        E.jobs_taken_back++;
+    } else if (st != JOB_DONE) {
+        uint64_t t0 = ag_now_ns();
+        atomic_fetch_add(&j->waiters, 1);
+        while ((st = atomic_load(&j->state)) != JOB_DONE) {
+            if (spin_ok > 0 && ag_now_ns() - t0 < SETTLE_SPIN_NS)
+                cpu_relax();
+            else
+                futex_wait(&j->state, st);
+        }
+        atomic_fetch_sub(&j->waiters, 1);
+        E.jobs_waited++;
+        E.job_wait_ns += ag_now_ns() - t0;
+    }
+    fold_job();
+}
+
+/* Under the lock: the job in flight, if any, is issued when this returns and its outcome folded in.
+ * Where the issuer has not begun it and the calling thread's context is the engine's, the calling thread
+ * takes it back and issues it; otherwise it waits for the issuer. */
+static void settle(void)
+{
+    int st = atomic_load_explicit(&E.job.state, memory_order_acquire);
+    if (AG_UNLIKELY(st != JOB_IDLE))
+        settle_slow(st);
+}
+
+/* Engine e holds work: operations held back, or a job not yet settled (read without its lock). */
+static int holding(const struct engine *e)
+{
+    return __atomic_load_n(&e->npending, __ATOMIC_RELAXED) > 0 ||
+           atomic_load_explicit(&e->job.state, memory_order_relaxed) != JOB_IDLE;
+}
+
+static void *issuer_main(void *arg)
+{
+    struct engine *e = arg;
+    use(e);
+    ag_hook_depth++; /* what it issues is the program's work, seen by our hooks (the CUPTI guard) */
+    struct job *j = &e->job;
+    uint64_t last = ag_now_ns();
+    int in_ctx = 0;
+    for (;;) {
+        int st = atomic_load(&j->state);
+        if (st != JOB_POSTED) {
+            if (spin_ok > 0 && ag_now_ns() - last < ISSUER_SPIN_NS) {
+                cpu_relax();
+                continue;
+            }
+            atomic_store(&j->sleeping, 1);
+            st = atomic_load(&j->state);
+            if (st != JOB_POSTED)
+                futex_wait(&j->state, st);
+            atomic_store(&j->sleeping, 0);
+            continue;
+        }
+        if (!atomic_compare_exchange_strong(&j->state, &st, JOB_RUNNING))
+            continue; /* taken back */
+        /* Made current at the first job, when the context is certainly alive: one ends only after the
+         * barrier before its destroy, which settles the job. */
+        if (!in_ctx && !(in_ctx = ag_drv.cuCtxPushCurrent_v2(e->ctx) == CUDA_SUCCESS))
+            AG_LOG_CAPPED(AG_LOG_WARN, "the issuer thread cannot make its context current: its graph launches fail "
+                                       "(and their work runs eagerly)");
+        run_job(j);
+        atomic_store(&j->state, JOB_DONE);
+        if (atomic_load(&j->waiters))
+            futex_wake(&j->state, INT32_MAX);
+        last = ag_now_ns();
+    }
+    return NULL;
+}
+
+/* Under the lock: the engine's issuer thread, started in its context (1), or -1 where it cannot be (the
+ * program's thread issues its graphs from then on). */
+static int issuer_start(void)
+{
+    if (spin_ok < 0)
+        spin_ok = sysconf(_SC_NPROCESSORS_ONLN) > 2;
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
+    int r = pthread_attr_init(&attr);
+    if (r == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        r = pthread_create(&t, &attr, issuer_main, eng);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0)
+        AG_LOG_CAPPED(AG_LOG_WARN, "cannot start the issuer thread (error %d): graphs are launched inline", r);
+    return r == 0 ? 1 : -1;
+}
+
+/* Hands the held chunk, variant v with graph g (patch: g needs the chunk's arguments), to the issuer, and
+ * empties the pending list into the previous job's buffers. 0, or -1 where there is no issuer (the caller
+ * issues it). Called settled (no job in flight). */
+static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
+{
+    if (!E.issuer)
+        E.issuer = issuer_start();
+    if (E.issuer < 0)
+        return -1;
+    struct job *j = &E.job;
+    uint32_t kernels = 0;
+    for (uint32_t i = 0; i < E.npending; i++)
+        kernels += E.pending[i].kind == OP_KERNEL;
+    ag_op_t *ops = j->ops;
+    uint32_t cap = j->cap;
+    j->ops = E.pending, j->cap = E.cap_pending, j->n = E.npending;
+    E.pending = ops, E.cap_pending = cap;
+    unsigned char *arena = j->arena;
+    size_t arena_cap = j->arena_cap;
+    j->arena = E.arena, j->arena_cap = E.arena_cap, j->arena_used = E.arena_used;
+    E.arena = arena, E.arena_cap = arena_cap;
+    struct held_free *frees = j->frees;
+    uint32_t cap_frees = j->cap_frees;
+    j->frees = E.frees, j->cap_frees = E.cap_frees, j->nfrees = E.nfrees;
+    E.frees = frees, E.cap_frees = cap_frees;
+    j->v = v, j->g = g, j->patch = patch, j->failed = 0, j->kernels = kernels;
+    E.graph_launches++;
+    E.replayed += kernels;
+    E.jobs++;
+    drained();
+    atomic_store(&j->state, JOB_POSTED);
+    if (atomic_load(&j->sleeping))
+        futex_wake(&j->state, 1);
+    return 0;
 }
 
 /* ---- the state machine ---- */
@@ -817,7 +1112,7 @@ static void *watcher_main(void *arg)
         for (int i = 0, n = engine_count(); i < n; i++) {
             struct engine *e = &engines[i];
             uint64_t ops = __atomic_load_n(&e->ops, __ATOMIC_RELAXED), drains = __atomic_load_n(&e->drains, __ATOMIC_ACQUIRE);
-            int held = __atomic_load_n(&e->npending, __ATOMIC_RELAXED) > 0;
+            int held = holding(e);
             seen[i].quiet = held && ops == seen[i].ops && drains == seen[i].drains ? seen[i].quiet + 1 : 0;
             seen[i].ops = ops, seen[i].drains = drains;
             if (seen[i].quiet < 2)
@@ -825,6 +1120,7 @@ static void *watcher_main(void *arg)
             seen[i].quiet = 0;
             use(e);
             pthread_mutex_lock(&E.lock);
+            settle(); /* the issuer's job, at least, is issued then */
             if (!E.disabled && E.npending && E.ops == ops && E.drains == drains) {
                 ag_hook_depth++; /* the held work is the program's: not calls past every hook */
                 int pushed = own_ctx();
@@ -1010,6 +1306,7 @@ static void own_ctx_end(int pushed)
  * current context is the engine's (the entries that took enter()); barrier_in_ctx from anywhere else. */
 static void barrier(uint64_t kind, int reason)
 {
+    settle();
     if (E.rest_left) {
         E.rested_segments++;
         if (--E.rest_left)
@@ -1028,7 +1325,7 @@ static void barrier(uint64_t kind, int reason)
     segment_begin();
     if (c) {
         if (v == c)
-            complete(c);
+            complete(c, 0);
         else
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
@@ -1232,7 +1529,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             ag_op_t *slot = pending_slot();
             int ok = slot != NULL;
             if (ok && o->kind == OP_H2D && o->stage >= 0) {
-                /* A pageable source may be reused as soon as the call returns: copy it now. */
+                /* A pageable source may be reused as soon as the call returns: copy it now (into
+                 * buffers the issuer's job does not use, once it is settled). */
+                settle();
                 const void *st = ag_stage_copy(o->hsrc, o->n, &o->stage);
                 ok = st != NULL;
                 if (ok)
@@ -1319,6 +1618,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         }
     }
     if (step) {
+        settle(); /* closing a chunk may evict variants and their graphs */
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
         if (E.npending && !c)
             fallback(FB_MISMATCH);
@@ -1331,12 +1631,14 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         }
         if (c) {
             if (v == c)
-                complete(c);
+                complete(c, 1);
             else
                 flush_eager(FB_MISMATCH);
         }
         refresh_candidates();
     }
+    if (!deferred)
+        settle(); /* the caller issues the operation: after the job in flight */
     return deferred;
 }
 
@@ -1475,6 +1777,7 @@ AG_HOT static int enter_locked(void)
         !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
         if (E.ctx_ended)
             tl_ctx = NULL; /* its handle may be another context's now: looked up again */
+        settle(); /* the call passes to CUDA: after the job in flight */
         return 0;
     }
     if (!E.ready && init_engine(E.ctx) != 0)
@@ -1501,9 +1804,19 @@ AG_HOT static int enter_engine(struct engine *e)
     return 0;
 }
 
-AG_HOT static int enter(void)
+/* enter for a call that may be held back (op_arrive settles the issuer's job where it is not). */
+AG_HOT static int enter_hold(void)
 {
     return enter_engine(current_engine(1));
+}
+
+/* enter for any other call: the issuer's job is settled first. */
+static int enter(void)
+{
+    if (!enter_hold())
+        return 0;
+    settle();
+    return 1;
 }
 
 AG_HOT static void leave(void)
@@ -1648,7 +1961,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
     prefetch_early(c->f);
     if (t0 && sample_phased)
         sample_ts[TS_RECORD] = ag_now_ns();
-    if (!enter())
+    if (!enter_hold())
         return eager_kernel(c);
     if (t0)
         sample_ts[TS_LOCKED] = ag_now_ns();
@@ -1741,7 +2054,7 @@ static CUresult mem_common(const mcall_t *c)
 {
     unsigned elem = c->elem;
     CUresult (*eager)(const void *) = elem ? eager_memset : eager_copy;
-    if (!enter())
+    if (!enter_hold())
         return eager(c);
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs)); /* no attributes: the rest stays unread */
@@ -1817,6 +2130,7 @@ static int visit(int i)
 {
     use(&engines[i]);
     pthread_mutex_lock(&E.lock);
+    settle();
     return E.ready && !E.disabled;
 }
 
@@ -1851,7 +2165,7 @@ static void barrier_engines(struct engine *home, uint64_t kind, int reason)
         home = &engines[0];
     for (int i = 0, n = engine_count(); i < n; i++) {
         struct engine *e = &engines[i];
-        if (e != home && !__atomic_load_n(&e->npending, __ATOMIC_RELAXED))
+        if (e != home && !holding(e))
             continue; /* holds nothing: its segment goes on */
         if (visit(i) && (e == home || E.npending))
             barrier_in_ctx(kind, reason);
@@ -1990,7 +2304,7 @@ static int mem_kind(CUdeviceptr p)
 /* into: where the destination lies (mem_kind), MEM_UNKNOWN where the caller did not ask. */
 static CUresult d2h_common(const dcall_t *c, int async, int into)
 {
-    if (!enter())
+    if (!enter_hold())
         return eager_d2h(c);
     /* Into page-locked memory an asynchronous copy is truly asynchronous: the host may read the bytes
      * only after a sync, query or host function that covers it (each a barrier here), so it is held back
@@ -2086,7 +2400,7 @@ static CUresult eager_h2d(const void *p)
 /* from: where the source lies (mem_kind), MEM_UNKNOWN where the caller did not ask. */
 static CUresult h2d_common(const hcall_t *c, int from)
 {
-    if (!enter())
+    if (!enter_hold())
         return eager_h2d(c);
     if (from == MEM_UNKNOWN)
         from = mem_kind((CUdeviceptr)(uintptr_t)c->src);
@@ -2233,10 +2547,16 @@ int ag_engine_frees_release(void)
     struct engine *prev = eng;
     int held = 0;
     for (int i = 0, n = engine_count(); i < n; i++) {
-        if (visit(i) && E.nfrees > 0) {
+        use(&engines[i]);
+        pthread_mutex_lock(&E.lock);
+        /* frees in the issuer's job count too: settled here, they are issued */
+        int in_job = atomic_load(&E.job.state) != JOB_IDLE && E.job.nfrees > 0;
+        settle();
+        if (E.ready && !E.disabled && (E.nfrees > 0 || in_job)) {
             held = 1;
             E.frees_oom_released++;
-            barrier_in_ctx(0x00beefULL, FB_BARRIER);
+            if (E.nfrees > 0)
+                barrier_in_ctx(0x00beefULL, FB_BARRIER);
         }
         unvisit();
     }
@@ -2321,7 +2641,7 @@ static void stream_barrier(struct engine *home, CUstream s, uint64_t kind)
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
         struct engine *e = &engines[i];
-        if (e != home && (!created || !__atomic_load_n(&e->npending, __ATOMIC_RELAXED)))
+        if (e != home && (!created || !holding(e)))
             continue;
         if (visit(i)) {
             int on_s = e == home;
@@ -2526,6 +2846,9 @@ void ag_engine_fork_child(void)
     for (int i = 0; i < AG_MAX_ENGINES; i++) {
         pthread_mutex_init(&engines[i].lock, NULL);
         engines[i].disabled = 1;
+        /* no issuer thread here: a job it had is the parent's (settle finds none to wait for) */
+        atomic_store(&engines[i].job.state, JOB_IDLE);
+        engines[i].issuer = -1;
     }
     pthread_mutex_init(&engines_lock, NULL);
     atomic_store(&ctx_query, NULL);
@@ -2620,6 +2943,7 @@ typedef struct {
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
+    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns;
     double s_busy_ms, s_span_ms, eager_median;
     size_t variants, async_ptrs;
     int guard_stopped, ctx_ended;
@@ -2658,6 +2982,8 @@ static void add_totals(void *arg)
     t->pf_probes += E.pf_probes, t->pf_left_eager += E.pf_left_eager, t->pf_kept += E.pf_kept;
     t->pf_held += E.pf_held, t->pf_probe_kernels += E.pf_probe_kernels;
     t->s_windows += E.S.windows, t->s_launches += E.S.launches;
+    t->jobs += E.jobs, t->jobs_taken_back += E.jobs_taken_back, t->jobs_waited += E.jobs_waited;
+    t->job_wait_ns += E.job_wait_ns, t->issuer_ns += E.issuer_ns;
     t->s_busy_ms += E.S.busy_ms, t->s_span_ms += E.S.span_ms;
     t->variants += E.learner.table.count, t->async_ptrs += E.async_ptrs.n;
     t->guard_stopped |= E.guard_stopped;
@@ -2677,6 +3003,7 @@ static void gather(totals_t *t)
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
         pthread_mutex_lock(&E.lock);
+        settle(); /* its outcome in the counts */
         if (E.ready)
             add_totals(t);
         t->ctx_ended |= E.ctx_ended;
@@ -2778,6 +3105,12 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     const double probe[5] = {(double)t.pf_probes, (double)t.pf_left_eager, (double)t.pf_kept, (double)t.pf_held,
                              (double)t.pf_probe_kernels};
     json_object(f, "profit", probe_names, probe, 5, 0);
+    /* graphs patched and launched by the issuer threads: taken back by the program's thread before the
+     * issuer began them, waited for by a thread that had to observe them, and the issuers' own time */
+    static const char *const issuer_names[5] = {"jobs", "taken_back", "waited", "wait_ms", "issuer_ms"};
+    const double iss[5] = {(double)t.jobs, (double)t.jobs_taken_back, (double)t.jobs_waited,
+                           (double)t.job_wait_ns / 1e6, (double)t.issuer_ns / 1e6};
+    json_object(f, "issuer", issuer_names, iss, 5, 3);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)t.s_windows, (unsigned long long)t.s_launches);

@@ -96,6 +96,12 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                          "issued by a thread of the shim's (as a fallback, 'stalled'): a program that waits "
                          "for a kernel's write to memory it reads directly, with no CUDA call, would otherwise "
                          "wait forever. 0: never (such a program hangs)."},
+    [AG_OPT_ISSUER] = {"AUTOGRAPH_ISSUER", AG_OPT_ENUM, "thread", "inline|thread",
+                       "Who patches and launches a graph whose chunk was completed by a launch (not at a "
+                       "sync): 'thread', a thread of the shim's per context, while the program's thread goes "
+                       "on (anything that could observe the work waits for it, or takes it back if the "
+                       "thread has not begun); 'inline', the program's thread itself, before its call "
+                       "returns."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

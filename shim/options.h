@@ -35,6 +35,7 @@ typedef enum {
     AG_OPT_REST,
     AG_OPT_PROBE,
     AG_OPT_STALL_MS,
+    AG_OPT_ISSUER,
     AG_OPT_COUNT
 } ag_opt_id_t;
 
@@ -45,6 +46,7 @@ enum { AG_CUPTI_OFF, AG_CUPTI_LEARN, AG_CUPTI_GUARD, AG_CUPTI_ALWAYS };
 enum { AG_CUPTI_DETACH_BACKGROUND, AG_CUPTI_DETACH_INLINE };
 enum { AG_PLAN_HALVING, AG_PLAN_MODEL };
 enum { AG_PROBE_OFF, AG_PROBE_ON };
+enum { AG_ISSUER_INLINE, AG_ISSUER_THREAD };
 
 typedef struct {
     long num;         /* enum index or integer value */

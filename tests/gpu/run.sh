@@ -6,7 +6,7 @@
 # the edge of one device call's 10 minutes (the ctest part alone about 4, most of it bats.python): where
 # that is too long, split it with RUN_PARTS (ctest in one call, the rest in another). More reps trade
 # time for noise.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, probes,
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, bench; the build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -130,6 +130,53 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
       f" | host time saved, in-process estimate: {1e3*r['host_ms_saved_estimate']/200:.0f} us per step "
       f"({p/(p - 1e3*r['host_ms_saved_estimate']/200):.3f}x of the plain median step)"
       + ab_part() + ceiling_part())
+PY
+)
+fi
+
+# The issuer (AUTOGRAPH_ISSUER): graphs patched and launched by the shim's thread against the program's
+# own, ISSUER_REPS (3) interleaved runs each: the PyTorch step's in-process A/B (shim against paused, blocks
+# of 10 steps) and launch_bound against its hand graph (loop ms). Ratios of medians, never asserted.
+issuer_line="-"
+if want issuer && python3 -c "import torch" 2>/dev/null; then
+    lib=$PWD/$BUILD/lib/libautograph.so
+    export PYTHONHASHSEED=0
+    ipin=()
+    command -v taskset >/dev/null && ipin=(taskset -c "${TORCH_CPUS:-2-5}")
+    for i in $(seq "${ISSUER_REPS:-3}"); do
+        for m in thread inline; do
+            LD_PRELOAD=$lib AUTOGRAPH_ISSUER=$m AUTOGRAPH_STATS=$T/i_$m.json "${ipin[@]}" python3 tests/python/torch_mlp.py \
+                --steps 200 --ab 10 >"$T/i_$m.out" 2>>"$T/i_$m.err"
+            cp "$T/i_$m.json" "$OUT/issuer_$m.json" 2>/dev/null
+            loop_ms "$T/il_$m" "$SHIM" AUTOGRAPH_ISSUER=$m "$BUILD/bin/launch_bound"
+        done
+        loop_ms "$T/il_graph" "$BUILD/bin/launch_bound" --graph
+        loop_ms "$T/il_eager" "$BUILD/bin/launch_bound"
+    done
+    same=no
+    cmp -s "$T/i_thread.out" "$T/i_inline.out" && same=yes
+    issuer_line=$(python3 - "$T" "$same" <<'PY'
+import json, re, statistics, sys
+d = sys.argv[1]
+out = []
+for m in ("thread", "inline"):
+    ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/i_{m}.err").read())]
+    r = json.load(open(f"{d}/i_{m}.json"))["replay"]
+    ratio = statistics.median(y / x for x, y in ab) if ab else 0
+    iss = r.get("issuer", {})
+    out.append(f"{m}: A/B {ratio:.3f}x (shim {statistics.median(x for x, _ in ab):.0f} us, paused {statistics.median(y for _, y in ab):.0f} us; "
+               f"runs {', '.join(f'{y / x:.3f}' for x, y in ab)}), {r['host_ns_per_match']:.0f} ns per matched launch, "
+               f"per step on any thread: patch {1e3*r['host_ms']['patch']/200:.0f} us, graph launches {1e3*r['host_ms']['graph_launch']/200:.0f} us "
+               f"({r['graph_launches']/200:.1f}), issuer {iss}")
+def lm(k):
+    try:
+        v = [float(x) for x in open(f"{d}/il_{k}").read().split()]
+        return statistics.median(v) if v else 0
+    except OSError:
+        return 0
+g = lm("graph")
+lb = ", ".join(f"{k} {lm(k):.1f} ms" + (f" ({lm(k) / g:.3f}x of the hand graph)" if g and k != "graph" else "") for k in ("eager", "thread", "inline", "graph"))
+print(" | ".join(out) + f" | identical losses: {sys.argv[2]} | launch_bound: {lb}")
 PY
 )
 fi
@@ -297,6 +344,7 @@ echo "ctest: $(grep -sE 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) 
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "issuer (AUTOGRAPH_ISSUER) thread against inline, medians of ${ISSUER_REPS:-3}: $issuer_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
 printf '%s' "$probe_line"
 echo "chunk plans, modeled against halving (loop ms, medians of ${PLAN_REPS:-3}):"
