@@ -727,6 +727,15 @@ static int sampling(void)
     return !E.S.broken && (E.S.n > 0 || E.S.full || E.graph_launches >= E.S.next_at);
 }
 
+/* The current segment, replayed, keeps the GPU busy (its timed sighting said so, model_plan): a graph
+ * handed to the issuer would reach the GPU later than one the program's thread launches now, and the
+ * GPU would wait for it. */
+static int gpu_paced(void)
+{
+    const ag_seglen_t *sl = ag_learner_seglen(&E.learner, E.learner.seg_seed);
+    return sl && sl->gpu_paced;
+}
+
 /* The pending operations read or write one of the shim's staging buffers (a pageable copy's). */
 static int staged(void)
 {
@@ -738,7 +747,8 @@ static int staged(void)
 
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). may_post:
  * the chunk was completed by an operation (not at a barrier, where the host is about to observe it): the
- * issuer may patch and launch it (AUTOGRAPH_ISSUER). */
+ * issuer may patch and launch it (AUTOGRAPH_ISSUER), unless the replay is sampled, the chunk uses staging
+ * buffers, or the GPU sets the segment's pace. */
 static void complete(ag_variant_t *v, int may_post)
 {
     settle(); /* the job before, and the graphs it uses, are the issuer's until then */
@@ -758,7 +768,8 @@ static void complete(ag_variant_t *v, int may_post)
         E.build_ns += ag_now_ns() - t0;
         E.graphs_at_second += v->seen <= 2;
     }
-    if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged()) {
+    if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
+        !gpu_paced()) {
         if (E.cupti_learning)
             cupti_learning(0);
         else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN)

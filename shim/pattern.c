@@ -181,6 +181,7 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
     memset(&s->profit, 0, sizeof s->profit);
     s->gpu_bound = 0;
     s->gpu_ns_per_op = 0;
+    s->gpu_paced = 0;
     s->seed = seed;
     s->length = 0;
     s->repeats = 0;
@@ -260,7 +261,8 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
     for (uint32_t i = 0; i < ops; i++)
         host += t[i].host_ns, gpu += t[i].gpu_ns;
     uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);
-    if (gpu * AG_PLAN_HOST_PER_GPU > host) {
+    s->gpu_paced = gpu * AG_PLAN_HOST_PER_GPU > host;
+    if (s->gpu_paced) {
         /* The GPU sets the pace: it still has work queued when the host reaches the barrier, so a tail
          * that shrinks toward the barrier only adds graphs, each of which costs the GPU time between
          * two graphs. The ramp, with no tail. */

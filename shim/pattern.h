@@ -107,6 +107,7 @@ typedef struct {
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
     uint8_t gpu_bound; /* its kernels kept the GPU busy far longer than the host took to issue them */
     uint32_t gpu_ns_per_op; /* mean GPU time of its operations when timed (0: not timed) */
+    uint8_t gpu_paced;      /* replayed, the GPU would set its pace (its model_plan found; 0: not known) */
     uint32_t plan_len;      /* the modeled chunk plan (ag_plan_best) is for a segment of this length */
     uint32_t nends;         /* its chunk ends (0: the default plan) */
     uint32_t *ends;
