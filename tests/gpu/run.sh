@@ -148,7 +148,7 @@ if want issuer && python3 -c "import torch" 2>/dev/null; then
             LD_PRELOAD=$lib AUTOGRAPH_ISSUER=$m AUTOGRAPH_STATS=$T/i_$m.json "${ipin[@]}" python3 tests/python/torch_mlp.py \
                 --steps 200 --ab 10 >"$T/i_$m.out" 2>>"$T/i_$m.err"
             cp "$T/i_$m.json" "$OUT/issuer_$m.json" 2>/dev/null
-            loop_ms "$T/il_$m" "$SHIM" AUTOGRAPH_ISSUER=$m "$BUILD/bin/launch_bound"
+            loop_ms "$T/il_$m" "$SHIM" AUTOGRAPH_ISSUER=$m AUTOGRAPH_STATS="$T/il_$m.json" "$BUILD/bin/launch_bound"
         done
         loop_ms "$T/il_graph" "$BUILD/bin/launch_bound" --graph
         loop_ms "$T/il_eager" "$BUILD/bin/launch_bound"
@@ -176,6 +176,11 @@ def lm(k):
         return 0
 g = lm("graph")
 lb = ", ".join(f"{k} {lm(k):.1f} ms" + (f" ({lm(k) / g:.3f}x of the hand graph)" if g and k != "graph" else "") for k in ("eager", "thread", "inline", "graph"))
+try:
+    lr = json.load(open(f"{d}/il_thread.json"))["replay"]
+    lb += f" (thread mode: issuer {lr['issuer']}, segments the GPU paces {lr['segments_gpu_paced']})"
+except (OSError, ValueError, KeyError):
+    pass
 print(" | ".join(out) + f" | identical losses: {sys.argv[2]} | launch_bound: {lb}")
 PY
 )
