@@ -825,6 +825,27 @@ static void complete(ag_variant_t *v, int may_post)
     E.replay_host_ns += ag_now_ns() - t0;
 }
 
+/* A detached thread of the shim's running fn(arg), with none of the program's signals (stack: its size, 0
+ * for the default). pthread_create's result. */
+static int start_thread(void *(*fn)(void *), void *arg, size_t stack)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
+    int r = pthread_attr_init(&attr);
+    if (r == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (stack)
+            pthread_attr_setstacksize(&attr, stack);
+        r = pthread_create(&t, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
+}
+
 /* ---- the issuer (AUTOGRAPH_ISSUER=thread) ---- */
 
 static void futex_wait(atomic_int *a, int val)
@@ -990,18 +1011,7 @@ static int issuer_start(void)
 {
     if (spin_ok < 0)
         spin_ok = sysconf(_SC_NPROCESSORS_ONLN) > 2;
-    pthread_t t;
-    pthread_attr_t attr;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
-    int r = pthread_attr_init(&attr);
-    if (r == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        r = pthread_create(&t, &attr, issuer_main, eng);
-        pthread_attr_destroy(&attr);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int r = start_thread(issuer_main, eng, 0);
     if (r != 0)
         AG_LOG_CAPPED(AG_LOG_WARN, "cannot start the issuer thread (error %d): graphs are launched inline", r);
     return r == 0 ? 1 : -1;
@@ -1157,19 +1167,7 @@ static void watcher_start(void)
 {
     if (ag_opt(AG_OPT_STALL_MS)->num <= 0)
         return;
-    pthread_t t;
-    pthread_attr_t attr;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
-    int r = pthread_attr_init(&attr);
-    if (r == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        r = pthread_create(&t, &attr, watcher_main, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int r = start_thread(watcher_main, NULL, 256 * 1024);
     if (r != 0)
         AG_LOG_CAPPED(AG_LOG_WARN, "cannot start the stall watcher (error %d): held work waits for the next call", r);
 }
