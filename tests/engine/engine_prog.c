@@ -116,8 +116,11 @@ static void k_take(void **args, const fakecuda_dims_t *d)
 }
 
 /* ctxwait's other thread: in its own context, for each request n, its stream waits for the event and
- * copies the mark into seen[n - 1]; then the fake runs all queued work (fakecuda_run_all, as a GPU would:
- * no sync the shim could see, so nothing tells it to issue what it holds) and n is reported done. */
+ * copies the mark into seen[n - 1]; then the fake runs the queued work (fakecuda_run_all, as a GPU would:
+ * no sync the shim could see, so nothing tells it to issue what it holds) until the copy has run, which
+ * the thread sees in seen[n - 1] (device memory the host can read, in the fake), and n is reported done.
+ * The copy's graph may reach the driver a little after the launch returns (the shim's issuer launches
+ * it): a GPU runs it then, as the fake does here. */
 typedef struct {
     CUcontext ctx;
     CUfunction take;
@@ -142,7 +145,9 @@ static void *waiter_main(void *arg)
         if (cuStreamWaitEvent(NULL, w->ev, 0) != CUDA_SUCCESS ||
             cuLaunchKernel(w->take, 1, 1, 1, 1, 1, 1, 0, NULL, t, NULL) != CUDA_SUCCESS)
             w->errors++;
-        fakecuda_run_all();
+        do
+            fakecuda_run_all();
+        while (__atomic_load_n((const int *)(uintptr_t)w->seen + i, __ATOMIC_ACQUIRE) == 0);
         __atomic_store_n(&w->done, n, __ATOMIC_RELEASE);
     }
 }
