@@ -2,7 +2,8 @@
  * streams (several application streams fork and join through private events), patched where arguments
  * changed, launched ordered with the application's streams; a bounded least-recently-used cache; and the
  * pinned staging buffers that host copies in graphs read from or write to. Locking: under the engine lock
- * (engine.c); nothing here waits for the GPU. */
+ * (engine.c), or on the engine's issuer thread while it holds a job (the engine's other threads leave
+ * the graphs alone until the job is settled); nothing here waits for the GPU. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* CUDA graphs of chunks: build (capture on private streams), patch, launch ordered with the
  * application's streams, a bounded least-recently-used cache, and the pinned staging buffers of host
- * copies inside graphs, one set per engine (ag_graph_use). Locking: every call under that engine's lock;
+ * copies inside graphs, one set per engine (ag_graph_use). Locking: every call under that engine's lock,
+ * or from its issuer thread while it holds a job (engine.c settles the job before any other call);
  * nothing here waits for the GPU. */
 #ifndef AG_GRAPH_H
 #define AG_GRAPH_H

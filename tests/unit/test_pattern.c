@@ -283,9 +283,11 @@ static void test_plan_learner(void)
         iteration(&s, 140, 0, 1);
     ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 4500, 140ull * 30000, t, &PLAN_P);
     CHECK(s.l.segments_planned == 1 && s.l.segments_gpu_paced == 0 && ag_learner_seglen(&s.l, s.l.seg_seed)->nends > 0);
+    CHECK(!ag_learner_seglen(&s.l, s.l.seg_seed)->gpu_paced); /* the issuer may launch its graphs */
     fill(t, 0, 140, 30000, 15001);
     ag_learner_timing(&s.l, s.l.seg_seed, 140, 140ull * 15001, 140ull * 30000, t, &PLAN_P);
     CHECK(s.l.segments_planned == 2 && s.l.segments_gpu_paced == 1);
+    CHECK(ag_learner_seglen(&s.l, s.l.seg_seed)->gpu_paced); /* the program's thread launches them */
     const uint32_t paced[] = {8, 8, 16, 32, 64, 12};
     const ag_seglen_t *sl = ag_learner_seglen(&s.l, s.l.seg_seed);
     CHECK(sl->nends == 6 && sl->plan_len == 140);
