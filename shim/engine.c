@@ -612,9 +612,6 @@ static void drained(void)
     __atomic_store_n(&E.drains, E.drains + 1, __ATOMIC_RELEASE);
 }
 
-/* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
- * now is one CUDA would report asynchronously, at the next sync, so it is logged and the next sync
- * reports the sticky error if there is one. */
 /* Issues held operations (with their held frees) eagerly, in order. */
 static void reissue(const ag_op_t *ops, uint32_t n, unsigned char *arena, const struct held_free *frees, uint32_t nfrees)
 {
@@ -633,6 +630,9 @@ static void reissue(const ag_op_t *ops, uint32_t n, unsigned char *arena, const 
 
 static void settle(void);
 
+/* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
+ * now is one CUDA would report asynchronously, at the next sync, so it is logged and the next sync
+ * reports the sticky error if there is one. */
 static void flush_eager(int reason)
 {
     settle(); /* a job in flight goes first, even where nothing is held */
@@ -736,13 +736,23 @@ static int gpu_paced(void)
     return sl && sl->gpu_paced;
 }
 
-/* The pending operations read or write one of the shim's staging buffers (a pageable copy's). */
+/* The pending operations read or write one of the shim's staging buffers: a pageable source's snapshot
+ * (the graph module keeps which buffers held copies read), or this thread's buffer for a blocking read,
+ * which is always the last operation. */
 static int staged(void)
 {
-    for (uint32_t i = 0; i < E.npending; i++)
-        if ((E.pending[i].kind == OP_H2D || E.pending[i].kind == OP_D2H) && E.pending[i].stage >= 0)
-            return 1;
-    return 0;
+    const ag_op_t *last = E.npending ? &E.pending[E.npending - 1] : NULL;
+    return ag_stage_held() || (last && last->kind == OP_D2H && last->stage >= 0);
+}
+
+/* Before a graph launch: a learning window closes (callbacks make a graph launch cost 200-365 us,
+ * counted in setup_ns); another engine's closes at that engine's next operation. */
+static void window_before_graph(void)
+{
+    if (E.cupti_learning)
+        cupti_learning(0);
+    else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN)
+        __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
 }
 
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). may_post:
@@ -768,12 +778,9 @@ static void complete(ag_variant_t *v, int may_post)
         E.build_ns += ag_now_ns() - t0;
         E.graphs_at_second += v->seen <= 2;
     }
+    window_before_graph();
     if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
         !gpu_paced()) {
-        if (E.cupti_learning)
-            cupti_learning(0);
-        else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN)
-            __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
         if (post_job(v, g, !fresh) == 0) {
             ag_learner_succeeded(v);
             E.replay_host_ns += ag_now_ns() - t0;
@@ -789,13 +796,6 @@ static void complete(ag_variant_t *v, int may_post)
     }
     uint64_t t2 = ag_now_ns();
     E.patch_ns += t2 - t1;
-    if (E.cupti_learning) {
-        cupti_learning(0); /* callbacks make a graph launch cost 200-365 us (counted in setup_ns) */
-        t2 = ag_now_ns();
-    } else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN) {
-        /* another engine's window: it closes at that engine's next operation */
-        __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
-    }
     int k = sample_begin(E.pending[0].stream);
     CUresult r = ag_graph_launch(g, &c);
     sample_end(k, E.pending[0].stream, r);
@@ -1030,18 +1030,20 @@ static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
     uint32_t kernels = 0;
     for (uint32_t i = 0; i < E.npending; i++)
         kernels += E.pending[i].kind == OP_KERNEL;
-    ag_op_t *ops = j->ops;
-    uint32_t cap = j->cap;
-    j->ops = E.pending, j->cap = E.cap_pending, j->n = E.npending;
-    E.pending = ops, E.cap_pending = cap;
-    unsigned char *arena = j->arena;
-    size_t arena_cap = j->arena_cap;
-    j->arena = E.arena, j->arena_cap = E.arena_cap, j->arena_used = E.arena_used;
-    E.arena = arena, E.arena_cap = arena_cap;
-    struct held_free *frees = j->frees;
-    uint32_t cap_frees = j->cap_frees;
-    j->frees = E.frees, j->cap_frees = E.cap_frees, j->nfrees = E.nfrees;
-    E.frees = frees, E.cap_frees = cap_frees;
+#define SWAP(a, b)                                                                                     \
+    do {                                                                                               \
+        __typeof__(a) t_ = (a);                                                                        \
+        (a) = (b);                                                                                     \
+        (b) = t_;                                                                                      \
+    } while (0)
+    SWAP(j->ops, E.pending);
+    SWAP(j->cap, E.cap_pending);
+    SWAP(j->arena, E.arena);
+    SWAP(j->arena_cap, E.arena_cap);
+    SWAP(j->frees, E.frees);
+    SWAP(j->cap_frees, E.cap_frees);
+#undef SWAP
+    j->n = E.npending, j->arena_used = E.arena_used, j->nfrees = E.nfrees; /* drained() empties the engine's */
     j->v = v, j->g = g, j->patch = patch, j->failed = 0, j->kernels = kernels;
     E.graph_launches++;
     E.replayed += kernels;

@@ -211,6 +211,11 @@ static void stage_fence(int b, CUstream s)
     REAL(cuEventRecord)(G.stg.fence_ev[b][k], s);
 }
 
+int ag_stage_held(void)
+{
+    return G.stg.pending_mask != 0;
+}
+
 void ag_stage_done(void)
 {
     G.stg.pending_mask = 0;

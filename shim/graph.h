@@ -53,6 +53,8 @@ void ag_stage_issued(const ag_chunk_t *c, CUstream s);
 /* Operation o was issued eagerly: fences the staging buffer it reads, if any (at once, before the
  * operations after it on its stream). */
 void ag_stage_issued_op(const ag_op_t *o);
+/* Held operations read one of the staging buffers (a pageable source's snapshot). */
+int ag_stage_held(void);
 /* The held operations were all issued (eagerly, each fenced): they no longer hold staging buffers. */
 void ag_stage_done(void);
 /* The calling thread's staging buffer for a blocking device-to-host copy (AG_D2H_STAGING_MAX bytes). */
