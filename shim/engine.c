@@ -62,8 +62,9 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define SAMPLE_EVERY 4096
 
 /* The issuer's job states: none in flight, handed over, being issued (by the thread, or by a thread
- * that took it back), issued (its outcome not folded in yet). */
-enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE };
+ * that took it back), issued (its outcome not folded in yet); JOB_QUIT: the engine's context ended, and
+ * its thread ends (a state, not a flag, so that the change itself wakes the sleeping thread). */
+enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE, JOB_QUIT };
 /* The issuer spins this long for the next job, and a settling thread this long for the job's end,
  * before they sleep (no spinning where the machine has two CPUs or fewer). */
 #define ISSUER_SPIN_NS 20000
@@ -164,7 +165,10 @@ struct engine {
         uint32_t nfrees, cap_frees;
         uint64_t patch_ns, launch_ns, host_ns; /* the issuer's time on it */
     } job;
-    int issuer;                /* 1: the thread runs; -1: it could not start (inline from then on) */
+    /* 1: the thread runs; -1: it could not start (inline from then on); -2: told to end with the context
+     * (issuer_gone: it did) */
+    int issuer;
+    atomic_int issuer_gone;
     uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns;
     /* Events the program has timed (given to cuEventElapsedTime): a record of one is a barrier, issued
      * at its place in the stream, not after the chunk's graph as the other held records are (which
@@ -927,6 +931,8 @@ static void settle_slow(int st)
 {
     struct job *j = &E.job;
     CUcontext cur = NULL;
+    if (st == JOB_QUIT)
+        return; /* nothing in flight, nor ever again */
     if (st == JOB_POSTED && ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == E.ctx &&
         atomic_compare_exchange_strong(&j->state, &st, JOB_RUNNING)) {
         /* not begun: taken back, and issued here as complete would have */
@@ -963,8 +969,8 @@ static void settle(void)
 /* Engine e holds work: operations held back, or a job not yet settled (read without its lock). */
 static int holding(const struct engine *e)
 {
-    return __atomic_load_n(&e->npending, __ATOMIC_RELAXED) > 0 ||
-           atomic_load_explicit(&e->job.state, memory_order_relaxed) != JOB_IDLE;
+    int st = atomic_load_explicit(&e->job.state, memory_order_relaxed);
+    return __atomic_load_n(&e->npending, __ATOMIC_RELAXED) > 0 || (st != JOB_IDLE && st != JOB_QUIT);
 }
 
 static void *issuer_main(void *arg)
@@ -977,6 +983,8 @@ static void *issuer_main(void *arg)
     int in_ctx = 0;
     for (;;) {
         int st = atomic_load(&j->state);
+        if (st == JOB_QUIT)
+            break;
         if (st != JOB_POSTED) {
             if (spin_ok > 0 && ag_now_ns() - last < ISSUER_SPIN_NS) {
                 cpu_relax();
@@ -1002,7 +1010,20 @@ static void *issuer_main(void *arg)
             futex_wake(&j->state, INT32_MAX);
         last = ag_now_ns();
     }
+    /* its context ended (whatever it had current is gone with it; the thread's exit drops the rest) */
+    ag_hook_depth--;
+    atomic_store(&e->issuer_gone, 1);
     return NULL;
+}
+
+/* Under the lock, settled, the engine's context ended: its issuer thread, if any, ends. */
+static void issuer_quit(void)
+{
+    int idle = JOB_IDLE;
+    if (E.issuer > 0 && atomic_compare_exchange_strong(&E.job.state, &idle, JOB_QUIT)) {
+        futex_wake(&E.job.state, INT32_MAX);
+        E.issuer = -2;
+    }
 }
 
 /* Under the lock: the engine's issuer thread, started in its context (1), or -1 where it cannot be (the
@@ -2781,6 +2802,7 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
             if (ended) {
                 E.disabled = 1;
                 __atomic_store_n(&E.ctx_ended, 1, __ATOMIC_RELAXED);
+                issuer_quit();
                 ag_log(AG_LOG_DEBUG, "the context of engine %d ended (%s): the engine stops", E.idx,
                        ag_hook_names[id]);
             }
@@ -3135,10 +3157,20 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
         pthread_mutex_lock(&E.lock);
+        /* its issuer thread: never started, running, ended with the context (given up to 100 ms to get
+         * there), or unable to start */
+        for (int w = 0; w < 100 && E.issuer == -2 && !atomic_load(&E.issuer_gone); w++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        const char *iss_state = E.issuer == 0                ? "none"
+                                : E.issuer > 0               ? "running"
+                                : E.issuer == -1             ? "failed"
+                                : atomic_load(&E.issuer_gone) ? "ended"
+                                                              : "ending";
         fprintf(f, "%s{\"device\": %d, \"launches_deferred\": %llu, \"launches_replayed\": %llu, "
-                   "\"graph_launches\": %llu, \"ended\": %s}",
+                   "\"graph_launches\": %llu, \"ended\": %s, \"issuer\": \"%s\", \"issuer_jobs\": %llu}",
                 i ? ", " : "", E.ready ? (int)E.dev : -1, (unsigned long long)E.deferred,
-                (unsigned long long)E.replayed, (unsigned long long)E.graph_launches, E.ctx_ended ? "true" : "false");
+                (unsigned long long)E.replayed, (unsigned long long)E.graph_launches, E.ctx_ended ? "true" : "false",
+                iss_state, (unsigned long long)E.jobs);
         pthread_mutex_unlock(&E.lock);
     }
     use(prev);

@@ -702,8 +702,8 @@ static void t_event_destroy_old(void)
 /* The engine's context ends in the middle of the program: destroyed (how = 0: the engine's context is
  * one the program made, the first to launch anything), or, the primary context, reset (how = 1). Its
  * streams, graphs and staging buffers go with it, and the driver may hand its handle to a later context:
- * the engine must stop there (context_ended), and the program goes on, in the primary context,
- * with the same results. */
+ * the engine must stop there (context_ended), its issuer thread must end, and the program goes on, in
+ * the primary context, with the same results. */
 static void t_ctx_end(int how)
 {
     CUcontext primary, made = NULL;
@@ -739,6 +739,12 @@ static void t_ctx_end(int how)
         pattern(s1, r);
         CK(cuMemcpyHtoDAsync(Z, src, OBS * 4, s1));
         CK(addto(s1, Y, Z));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+        /* a segment with nothing staged: its graphs are the issuer thread's to launch, and that thread
+         * ends with the context */
+        pattern(s1, r);
+        CK(step(s1, Y, 0.125f));
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
     }
