@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -65,9 +66,8 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
  * that took it back), issued (its outcome not folded in yet); JOB_QUIT: the engine's context ended, and
  * its thread ends (a state, not a flag, so that the change itself wakes the sleeping thread). */
 enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE, JOB_QUIT };
-/* The issuer spins this long for the next job, and a settling thread this long for the job's end,
- * before they sleep (no spinning where the machine has two CPUs or fewer). */
-#define ISSUER_SPIN_NS 20000
+/* A settling thread spins this long for the job's end before it sleeps (the issuer, for the next job:
+ * AUTOGRAPH_ISSUER_SPIN_US; neither spins where the process may run on two CPUs or fewer). */
 #define SETTLE_SPIN_NS 50000
 
 /* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
@@ -164,12 +164,14 @@ struct engine {
         struct held_free *frees;
         uint32_t nfrees, cap_frees;
         uint64_t patch_ns, launch_ns, host_ns; /* the issuer's time on it */
+        uint64_t posted_t, start_ns; /* when it was handed over; how long until the issuer began it (0:
+                                      * taken back) */
     } job;
     /* 1: the thread runs; -1: it could not start (inline from then on); -2: told to end with the context
      * (issuer_gone: it did) */
     int issuer;
     atomic_int issuer_gone;
-    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns;
+    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns;
     /* Events the program has timed (given to cuEventElapsedTime): a record of one is a barrier, issued
      * at its place in the stream, not after the chunk's graph as the other held records are (which
      * would time the graph's end). Destroying an event forgets it. */
@@ -871,8 +873,19 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Spinning pays only where another CPU is free to run the other side (set once, at the first post). */
+/* Spinning pays only where another CPU is free to run the other side (set once, at the first issuer's
+ * start, from the CPUs the process may run on); issuer_spin_ns: AUTOGRAPH_ISSUER_SPIN_US. */
 static int spin_ok = -1;
+static uint64_t issuer_spin_ns;
+static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
+
+static void spin_init(void)
+{
+    cpu_set_t cpus;
+    long n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
+    issuer_spin_ns = (uint64_t)ag_opt(AG_OPT_ISSUER_SPIN_US)->num * 1000;
+    spin_ok = n > 2;
+}
 
 /* Patches and launches job j's graph, records the events of its chunk after it and issues its frees;
  * where the patch or the launch fails, its operations are issued eagerly instead (the rest is folded
@@ -913,6 +926,11 @@ static void fold_job(void)
     E.patch_ns += j->patch_ns;
     E.launch_ns += j->launch_ns;
     E.issuer_ns += j->host_ns;
+    if (j->start_ns) {
+        E.jobs_begun++;
+        E.job_start_ns += j->start_ns;
+        j->start_ns = 0;
+    }
     if (j->failed) {
         E.fallbacks[j->failed]++;
         E.pf_other = 1;
@@ -986,7 +1004,7 @@ static void *issuer_main(void *arg)
         if (st == JOB_QUIT)
             break;
         if (st != JOB_POSTED) {
-            if (spin_ok > 0 && ag_now_ns() - last < ISSUER_SPIN_NS) {
+            if (spin_ok > 0 && ag_now_ns() - last < issuer_spin_ns) {
                 cpu_relax();
                 continue;
             }
@@ -999,6 +1017,8 @@ static void *issuer_main(void *arg)
         }
         if (!atomic_compare_exchange_strong(&j->state, &st, JOB_RUNNING))
             continue; /* taken back */
+        uint64_t begun = ag_now_ns();
+        j->start_ns = begun > j->posted_t ? begun - j->posted_t : 1;
         /* Made current at the first job, when the context is certainly alive: one ends only after the
          * barrier before its destroy, which settles the job. */
         if (!in_ctx && !(in_ctx = ag_drv.cuCtxPushCurrent_v2(e->ctx) == CUDA_SUCCESS))
@@ -1030,8 +1050,7 @@ static void issuer_quit(void)
  * program's thread issues its graphs from then on). */
 static int issuer_start(void)
 {
-    if (spin_ok < 0)
-        spin_ok = sysconf(_SC_NPROCESSORS_ONLN) > 2;
+    pthread_once(&spin_once, spin_init);
     int r = start_thread(issuer_main, eng, 0);
     if (r != 0)
         AG_LOG_CAPPED(AG_LOG_WARN, "cannot start the issuer thread (error %d): graphs are launched inline", r);
@@ -1070,6 +1089,7 @@ static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
     E.replayed += kernels;
     E.jobs++;
     drained();
+    j->posted_t = ag_now_ns();
     atomic_store(&j->state, JOB_POSTED);
     if (atomic_load(&j->sleeping))
         futex_wake(&j->state, 1);
@@ -2976,7 +2996,7 @@ typedef struct {
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
-    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns;
+    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns;
     double s_busy_ms, s_span_ms, eager_median;
     size_t variants, async_ptrs;
     int guard_stopped, ctx_ended;
@@ -3017,6 +3037,7 @@ static void add_totals(void *arg)
     t->s_windows += E.S.windows, t->s_launches += E.S.launches;
     t->jobs += E.jobs, t->jobs_taken_back += E.jobs_taken_back, t->jobs_waited += E.jobs_waited;
     t->job_wait_ns += E.job_wait_ns, t->issuer_ns += E.issuer_ns;
+    t->jobs_begun += E.jobs_begun, t->job_start_ns += E.job_start_ns;
     t->s_busy_ms += E.S.busy_ms, t->s_span_ms += E.S.span_ms;
     t->variants += E.learner.table.count, t->async_ptrs += E.async_ptrs.n;
     t->guard_stopped |= E.guard_stopped;
@@ -3139,11 +3160,13 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                              (double)t.pf_probe_kernels};
     json_object(f, "profit", probe_names, probe, 5, 0);
     /* graphs patched and launched by the issuer threads: taken back by the program's thread before the
-     * issuer began them, waited for by a thread that had to observe them, and the issuers' own time */
-    static const char *const issuer_names[5] = {"jobs", "taken_back", "waited", "wait_ms", "issuer_ms"};
-    const double iss[5] = {(double)t.jobs, (double)t.jobs_taken_back, (double)t.jobs_waited,
-                           (double)t.job_wait_ns / 1e6, (double)t.issuer_ns / 1e6};
-    json_object(f, "issuer", issuer_names, iss, 5, 3);
+     * issuer began them, waited for by a thread that had to observe them, and the issuers' own time; of
+     * those the issuer began, the mean time from the hand-over to its start (its wake-up, where it slept) */
+    static const char *const issuer_names[6] = {"jobs", "taken_back", "waited", "wait_ms", "issuer_ms", "start_us"};
+    const double iss[6] = {(double)t.jobs, (double)t.jobs_taken_back, (double)t.jobs_waited,
+                           (double)t.job_wait_ns / 1e6, (double)t.issuer_ns / 1e6,
+                           t.jobs_begun ? (double)t.job_start_ns / 1e3 / (double)t.jobs_begun : 0};
+    json_object(f, "issuer", issuer_names, iss, 6, 3);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)t.s_windows, (unsigned long long)t.s_launches);

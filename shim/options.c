@@ -102,6 +102,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                        "on (anything that could observe the work waits for it, or takes it back if the "
                        "thread has not begun); 'inline', the program's thread itself, before its call "
                        "returns."},
+    [AG_OPT_ISSUER_SPIN_US] = {"AUTOGRAPH_ISSUER_SPIN_US", AG_OPT_INT, "20", "0..1000000",
+                               "Microseconds the issuer thread keeps polling for the next chunk after one "
+                               "before it sleeps. Woken from sleep it begins a chunk tens of microseconds "
+                               "late (18-24 us on average on the H200 hosts measured, against 2 us "
+                               "polling), and the program's thread then often issues the chunk itself; "
+                               "polling keeps a CPU busy while the program replays, which paid on one host "
+                               "and cost on two (PyTorch A/B). No polling where the process may run on 2 "
+                               "CPUs or fewer. 0: it sleeps at once."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

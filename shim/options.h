@@ -36,6 +36,7 @@ typedef enum {
     AG_OPT_PROBE,
     AG_OPT_STALL_MS,
     AG_OPT_ISSUER,
+    AG_OPT_ISSUER_SPIN_US,
     AG_OPT_COUNT
 } ag_opt_id_t;
 
