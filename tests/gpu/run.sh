@@ -7,12 +7,12 @@
 # that is too long, split it with RUN_PARTS (ctest in one call, the rest in another). More reps trade
 # time for noise.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, probes,
-# plans (PLAN_REPS), own_graph, plan_stats, never_repeat, bench; the build always.
+# plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, bench; the build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
 want() { [[ " ${RUN_PARTS:-all} " == *" all "* || " ${RUN_PARTS:-all} " == *" $1 "* ]]; }
-own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=- lbc_line=-
+own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=- lbc_line=- match_line=-
 mkdir -p "$OUT"
 BUILD=build-gpu
 export AG_SUMMARY=$OUT/summary.txt
@@ -136,7 +136,9 @@ fi
 
 # The issuer (AUTOGRAPH_ISSUER): graphs patched and launched by the shim's thread against the program's
 # own, ISSUER_REPS (3) interleaved runs each: the PyTorch step's in-process A/B (shim against paused, blocks
-# of 10 steps) and launch_bound against its hand graph (loop ms). Ratios of medians, never asserted.
+# of 10 steps) and launch_bound against its hand graph (loop ms); and a third mode, 'poll', the thread
+# polling ISSUER_POLL_US (3000) for the next chunk instead of the default's 20 us (AUTOGRAPH_ISSUER_SPIN_US:
+# it paid on one host and cost on two, so each run adds its data). Ratios of medians, never asserted.
 issuer_line="-"
 if want issuer && python3 -c "import torch" 2>/dev/null; then
     lib=$PWD/$BUILD/lib/libautograph.so
@@ -144,22 +146,24 @@ if want issuer && python3 -c "import torch" 2>/dev/null; then
     ipin=()
     command -v taskset >/dev/null && ipin=(taskset -c "${TORCH_CPUS:-2-5}")
     for i in $(seq "${ISSUER_REPS:-3}"); do
-        for m in thread inline; do
-            LD_PRELOAD=$lib AUTOGRAPH_ISSUER=$m AUTOGRAPH_STATS=$T/i_$m.json "${ipin[@]}" python3 tests/python/torch_mlp.py \
+        for m in thread inline poll; do
+            mode=(AUTOGRAPH_ISSUER=$m)
+            [ $m = poll ] && mode=(AUTOGRAPH_ISSUER=thread AUTOGRAPH_ISSUER_SPIN_US="${ISSUER_POLL_US:-3000}")
+            env LD_PRELOAD=$lib "${mode[@]}" AUTOGRAPH_STATS=$T/i_$m.json "${ipin[@]}" python3 tests/python/torch_mlp.py \
                 --steps 200 --ab 10 >"$T/i_$m.out" 2>>"$T/i_$m.err"
             cp "$T/i_$m.json" "$OUT/issuer_$m.json" 2>/dev/null
-            loop_ms "$T/il_$m" "$SHIM" AUTOGRAPH_ISSUER=$m AUTOGRAPH_STATS="$T/il_$m.json" "$BUILD/bin/launch_bound"
+            loop_ms "$T/il_$m" "$SHIM" "${mode[@]}" AUTOGRAPH_STATS="$T/il_$m.json" "$BUILD/bin/launch_bound"
         done
         loop_ms "$T/il_graph" "$BUILD/bin/launch_bound" --graph
         loop_ms "$T/il_eager" "$BUILD/bin/launch_bound"
     done
     same=no
-    cmp -s "$T/i_thread.out" "$T/i_inline.out" && same=yes
+    cmp -s "$T/i_thread.out" "$T/i_inline.out" && cmp -s "$T/i_thread.out" "$T/i_poll.out" && same=yes
     issuer_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
 d = sys.argv[1]
 out = []
-for m in ("thread", "inline"):
+for m in ("thread", "inline", "poll"):
     ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/i_{m}.err").read())]
     r = json.load(open(f"{d}/i_{m}.json"))["replay"]
     ratio = statistics.median(y / x for x, y in ab) if ab else 0
@@ -175,7 +179,7 @@ def lm(k):
     except OSError:
         return 0
 g = lm("graph")
-lb = ", ".join(f"{k} {lm(k):.1f} ms" + (f" ({lm(k) / g:.3f}x of the hand graph)" if g and k != "graph" else "") for k in ("eager", "thread", "inline", "graph"))
+lb = ", ".join(f"{k} {lm(k):.1f} ms" + (f" ({lm(k) / g:.3f}x of the hand graph)" if g and k != "graph" else "") for k in ("eager", "thread", "inline", "poll", "graph"))
 try:
     lr = json.load(open(f"{d}/il_thread.json"))["replay"]
     lb += f" (thread mode: issuer {lr['issuer']}, segments the GPU paces {lr['segments_gpu_paced']})"
@@ -336,6 +340,19 @@ PY
 )
 fi
 
+# The matched launch on this host's CPU (fakecuda: no GPU in the timing): match_bench, shaped like a PyTorch
+# step, 5 runs each with warm caches and with 2 MB swept between launches (as cold as a PyTorch step),
+# the issuer inline (on fakecuda the issuer's graph launches share the fake's lock with the launches
+# timed). Medians of host_ns_per_match, and the phases of the last run.
+if want match; then
+    match_line=$(for sweep in 0 2048; do
+        printf 'sweep %s KB: ' "$sweep"
+        AUTOGRAPH_ISSUER=inline bash tests/engine/match_bench.sh "$BUILD" measure 5 --iters 300 --thrash "$sweep" | tr '\n' ' '
+        AUTOGRAPH_ISSUER=inline bash tests/engine/match_bench.sh "$BUILD" check --iters 300 --thrash "$sweep" | grep phases | tr '\n' ' '
+        printf '| '
+    done)
+fi
+
 if want bench; then
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
@@ -349,7 +366,7 @@ echo "ctest: $(grep -sE 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) 
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
-echo "issuer (AUTOGRAPH_ISSUER) thread against inline, medians of ${ISSUER_REPS:-3}: $issuer_line"
+echo "issuer (AUTOGRAPH_ISSUER) thread, inline and polling (poll), medians of ${ISSUER_REPS:-3}: $issuer_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
 printf '%s' "$probe_line"
 echo "chunk plans, modeled against halving (loop ms, medians of ${PLAN_REPS:-3}):"
@@ -357,6 +374,7 @@ printf '%s' "$plan_line"
 echo "launch_bound against its hand graph, by chunking (medians of ${PLAN_REPS:-3}): $lbc_line"
 echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
+echo "matched launch on this host's CPU (match_bench, fakecuda, inline): $match_line"
 echo "launch_bound's plan: $lb_line"
 # (parts RUN_PARTS left out have no files)
 echo "CUPTI window costs (launch_bound, AUTOGRAPH_LOG=debug):"
