@@ -284,11 +284,18 @@ gpu_bound)
 model_plan)
     args=(--no-unhooked --iters 30 --spin-us 20 --host-us 800)
     plain p "${args[@]}"
-    shim run AUTOGRAPH_LOG=debug -- "${args[@]}"
-    same p run
-    expect run "s['replay']['segments_planned'] == 1 and s['replay']['launches_replayed'] >= 150"
-    grep -E "modeled plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15$" "$tmp/run.err" ||
-        { echo "FAILED: model_plan: no modeled plan cut after the 4th launch"; exit 1; }
+    # The plan follows one iteration's timings: in 3-4 of 40 runs on a two-CPU machine the iteration's
+    # kernels were timed at about 420 us instead of 300 (the fake's 20 us spins stretched, probably by
+    # preemption), and the plan cut elsewhere (ends 8 15).
+    # Up to three runs, each with identical output; one of them must cut after the 4th launch.
+    for attempt in 1 2 3; do
+        shim run AUTOGRAPH_LOG=debug -- "${args[@]}"
+        same p run
+        expect run "s['replay']['segments_planned'] == 1 and s['replay']['launches_replayed'] >= 150"
+        grep -E "modeled plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15$" "$tmp/run.err" && break
+        grep -E "segment of 15 operations timed|modeled plan for" "$tmp/run.err" | head -2
+        [ $attempt = 3 ] && { echo "FAILED: model_plan: no modeled plan cut after the 4th launch in 3 runs"; exit 1; }
+    done
     shim halving AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_LOG=debug -- "${args[@]}"
     same p halving
     expect halving "s['replay']['segments_planned'] == 0"

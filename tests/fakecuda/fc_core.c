@@ -192,7 +192,8 @@ fc_ctx *fc_cur_ctx(void)
 {
     if (!tl_ctx_depth) return NULL;
     fc_ctx *c = tl_ctx_stack[tl_ctx_depth - 1];
-    return c && !c->hdr.dead ? c : NULL;
+    /* (read without the lock by cuCtxGetCurrent: another thread may destroy it meanwhile) */
+    return c && !__atomic_load_n(&c->hdr.dead, __ATOMIC_ACQUIRE) ? c : NULL;
 }
 
 static CUresult fc_init(unsigned flags)
@@ -210,7 +211,7 @@ static CUresult fc_init(unsigned flags)
     fc_g.legacy->hdr.dead = 1; /* never valid as a handle: only 0 / CU_STREAM_LEGACY name it */
     if (fc_vec_push((void **)&fc_g.streams, &fc_g.nstreams, sizeof(fc_stream *), &fc_g.legacy))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    fc_g.inited = 1;
+    __atomic_store_n(&fc_g.inited, 1, __ATOMIC_RELEASE); /* read without the lock by cuCtxGetCurrent */
     return CUDA_SUCCESS;
 }
 
@@ -356,7 +357,7 @@ static CUresult fc_ctx_destroy(CUcontext h)
     fc_ctx *c = (fc_ctx *)h;
     if (!fc_obj_valid(c, FC_OBJ_CTX) || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = fc_sync_all();
-    c->hdr.dead = 1;
+    __atomic_store_n(&c->hdr.dead, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < tl_ctx_depth; i++)
         if (tl_ctx_stack[i] == c) tl_ctx_stack[i] = NULL;
     return r;
@@ -382,7 +383,20 @@ static CUresult fc_ctx_get(CUcontext *pc)
     *pc = (CUcontext)fc_cur_ctx();
     return CUDA_SUCCESS;
 }
-CUresult cuCtxGetCurrent(CUcontext *pc) { FC_API(0, fc_ctx_get(pc)); }
+/* Without the fake's lock, as the driver's own is (a read of the thread's context stack): the shim asks
+ * at every launch, and behind the lock it would wait for whatever another thread runs there (an issuer
+ * thread's graph launch with its kernels' work), serializing what a real driver runs side by side. A call
+ * from inside a kernel's work, before cuInit, or with FAKECUDA_FAIL set takes the locked path. */
+static int fc_fail_set = -1;
+__attribute__((constructor)) static void fc_fail_env(void) { fc_fail_set = getenv("FAKECUDA_FAIL") != NULL; }
+CUresult cuCtxGetCurrent(CUcontext *pc)
+{
+    if (pc && !fc_fail_set && !fc_tl_in_work && __atomic_load_n(&fc_g.inited, __ATOMIC_ACQUIRE)) {
+        *pc = (CUcontext)fc_cur_ctx();
+        return CUDA_SUCCESS;
+    }
+    FC_API(0, fc_ctx_get(pc));
+}
 
 static CUresult fc_ctx_push(CUcontext h)
 {
