@@ -2,10 +2,10 @@
 # The whole GPU suite in one call (the device time is scarce): build, every CTest including the GPU
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
-# With the defaults (BENCH_REPS, TORCH_REPS and PLAN_REPS 3) it takes about 9-10 minutes on an H200, at
-# the edge of one device call's 10 minutes (the ctest part alone about 4, most of it bats.python): where
-# that is too long, split it with RUN_PARTS (ctest in one call, the rest in another). More reps trade
-# time for noise.
+# With the defaults (BENCH_REPS, TORCH_REPS and PLAN_REPS 3) it takes over 10 minutes on an H200, more
+# than one device call allows (the ctest part alone about 5-6, most of it bats.python; the issuer part
+# with its three modes about 3; match under 1): split it with RUN_PARTS (ctest in one call, the rest in
+# one or two others). More reps trade time for noise.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, bench; the build always.
 set -uo pipefail
