@@ -167,8 +167,8 @@ struct engine {
         uint64_t posted_t, start_ns; /* when it was handed over; how long until the issuer began it (0:
                                       * taken back) */
     } job;
-    /* 1: the thread runs; -1: it could not start (inline from then on); -2: told to end with the context
-     * (issuer_gone: it did) */
+    /* 1: the thread runs; -1: it could not start (inline from then on); -2: it ended with the context
+     * (issuer_quit waits for issuer_gone, which the thread sets as it leaves) */
     int issuer;
     atomic_int issuer_gone;
     uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns;
@@ -764,10 +764,10 @@ static void window_before_graph(void)
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). may_post:
  * the chunk was completed by an operation (not at a barrier, where the host is about to observe it): the
  * issuer may patch and launch it (AUTOGRAPH_ISSUER), unless the replay is sampled, the chunk uses staging
- * buffers, or the GPU sets the segment's pace. */
+ * buffers, or the GPU sets the segment's pace. Called settled (its callers, barrier and op_arrive's chunk
+ * end, settle first: the job before, and the graphs it uses, are the issuer's until then). */
 static void complete(ag_variant_t *v, int may_post)
 {
-    settle(); /* the job before, and the graphs it uses, are the issuer's until then */
     uint64_t t0 = ag_now_ns();
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
@@ -1033,17 +1033,22 @@ static void *issuer_main(void *arg)
     /* its context ended (whatever it had current is gone with it; the thread's exit drops the rest) */
     ag_hook_depth--;
     atomic_store(&e->issuer_gone, 1);
+    futex_wake(&e->issuer_gone, 1);
     return NULL;
 }
 
-/* Under the lock, settled, the engine's context ended: its issuer thread, if any, ends. */
+/* Under the lock, settled, the engine's context ended: its issuer thread, if any, has left when this
+ * returns (it leaves at once, polling or asleep, and needs no lock to; waited for 100 ms at most). */
 static void issuer_quit(void)
 {
     int idle = JOB_IDLE;
-    if (E.issuer > 0 && atomic_compare_exchange_strong(&E.job.state, &idle, JOB_QUIT)) {
-        futex_wake(&E.job.state, INT32_MAX);
-        E.issuer = -2;
-    }
+    if (E.issuer <= 0 || !atomic_compare_exchange_strong(&E.job.state, &idle, JOB_QUIT))
+        return;
+    futex_wake(&E.job.state, INT32_MAX);
+    E.issuer = -2;
+    struct timespec ms = {0, 1000000};
+    for (int w = 0; w < 100 && !atomic_load(&E.issuer_gone); w++)
+        syscall(SYS_futex, &E.issuer_gone, FUTEX_WAIT_PRIVATE, 0, &ms, NULL, 0);
 }
 
 /* Under the lock: the engine's issuer thread, started in its context (1), or -1 where it cannot be (the
@@ -3180,10 +3185,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
         pthread_mutex_lock(&E.lock);
-        /* its issuer thread: never started, running, ended with the context (given up to 100 ms to get
-         * there), or unable to start */
-        for (int w = 0; w < 100 && E.issuer == -2 && !atomic_load(&E.issuer_gone); w++)
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        /* its issuer thread: never started, running, ended with the context (still leaving: the 100 ms
+         * issuer_quit waits were not enough), or unable to start */
         const char *iss_state = E.issuer == 0                ? "none"
                                 : E.issuer > 0               ? "running"
                                 : E.issuer == -1             ? "failed"
