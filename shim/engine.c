@@ -761,6 +761,59 @@ static void window_before_graph(void)
         __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
 }
 
+/* Patches graph g with chunk c's arguments (where patch) and launches it, then records the chunk's events
+ * after it and issues its held frees; where the patch or the launch fails, issues the chunk's operations
+ * eagerly instead, in order. own: on the program's thread (the issuer's jobs are never sampled nor
+ * staged): the launch may be sampled, and the staging buffers it read are fenced. took: the time spent
+ * patching, launching, and on the rest (ns). 0, or the fallback reason (FB_PATCH_FAILED or
+ * FB_LAUNCH_FAILED) that graph_failed takes. */
+static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_free *frees, uint32_t nfrees,
+                       int patch, int own, uint64_t took[3])
+{
+    uint64_t t0 = ag_now_ns();
+    int failed = patch && ag_graph_patch(g, c) != 0 ? FB_PATCH_FAILED : 0;
+    uint64_t t1 = ag_now_ns();
+    CUstream s = c->ops[0].stream;
+    if (!failed) {
+        int k = own ? sample_begin(s) : -1;
+        CUresult r = ag_graph_launch(g, c);
+        sample_end(k, s, r);
+        if (r != CUDA_SUCCESS) {
+            AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
+            failed = FB_LAUNCH_FAILED;
+        }
+    }
+    uint64_t t2 = ag_now_ns();
+    if (failed) {
+        reissue(c->ops, c->n, c->arena, frees, nfrees);
+    } else {
+        if (own)
+            ag_stage_issued(c, s); /* the chunk's other streams wait for the graph on this one */
+        /* the application's event records last: after our own sample event and staging fences */
+        CUresult rr = ag_graph_record_events(c);
+        if (rr != CUDA_SUCCESS)
+            AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
+        uint32_t f = 0;
+        issue_frees(frees, nfrees, &f, c->n); /* on the graph's streams, which follow it (ag_graph_launch) */
+    }
+    took[0] = t1 - t0;
+    took[1] = t2 - t1;
+    took[2] = ag_now_ns() - t2;
+    return failed;
+}
+
+/* Under the lock: variant v's graph failed (issue_graph's reason) and its work ran eagerly. Its exec may
+ * hold a mix of old and new arguments now: it is released (a variant whose launch failed is never
+ * graphed again). */
+static void graph_failed(ag_variant_t *v, int reason)
+{
+    E.fallbacks[reason]++;
+    E.pf_other = 1;
+    ag_graph_release(v, NULL);
+    if (reason == FB_LAUNCH_FAILED)
+        v->ungraphable = 1;
+}
+
 /* The pending operations are exactly variant v: launch its graph (built now if it has none). may_post:
  * the chunk was completed by an operation (not at a barrier, where the host is about to observe it): the
  * issuer may patch and launch it (AUTOGRAPH_ISSUER), unless the replay is sampled, the chunk uses staging
@@ -793,33 +846,17 @@ static void complete(ag_variant_t *v, int may_post)
             return;
         }
     }
-    uint64_t t1 = ag_now_ns();
-    if (!fresh && ag_graph_patch(g, &c) != 0) {
-        /* The exec may hold a mix of old and new arguments now: it cannot be trusted again. */
-        ag_graph_release(v, NULL);
-        flush_eager(FB_PATCH_FAILED);
+    uint64_t took[3];
+    int failed = issue_graph(g, &c, E.frees, E.nfrees, !fresh, 1, took);
+    E.patch_ns += took[0];
+    E.launch_ns += took[1];
+    if (failed) {
+        graph_failed(v, failed);
+        E.reissue_ns += took[2];
+        ag_stage_done();
+        drained();
         return;
     }
-    uint64_t t2 = ag_now_ns();
-    E.patch_ns += t2 - t1;
-    int k = sample_begin(E.pending[0].stream);
-    CUresult r = ag_graph_launch(g, &c);
-    sample_end(k, E.pending[0].stream, r);
-    E.launch_ns += ag_now_ns() - t2;
-    if (r != CUDA_SUCCESS) {
-        AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
-        ag_graph_release(v, NULL);
-        v->ungraphable = 1;
-        flush_eager(FB_LAUNCH_FAILED);
-        return;
-    }
-    ag_stage_issued(&c, E.pending[0].stream); /* the chunk's other streams wait for the graph on this one */
-    /* the application's event records last: after our own sample event and staging fences */
-    CUresult rr = ag_graph_record_events(&c);
-    if (rr != CUDA_SUCCESS)
-        AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
-    uint32_t f = 0;
-    issue_frees(E.frees, E.nfrees, &f, E.npending); /* on the graph's streams, which follow it (ag_graph_launch) */
     E.graph_launches++;
     for (uint32_t i = 0; i < E.npending; i++) {
         E.replayed += E.pending[i].kind == OP_KERNEL;
@@ -887,34 +924,16 @@ static void spin_init(void)
     spin_ok = n > 2;
 }
 
-/* Patches and launches job j's graph, records the events of its chunk after it and issues its frees;
- * where the patch or the launch fails, its operations are issued eagerly instead (the rest is folded
- * in by settle). Reads and writes only j and the engine's graph state, which the program's threads
- * leave alone until the job is settled. */
+/* Patches and launches job j's graph (issue_graph; the rest is folded in by settle). Reads and writes only
+ * j and the engine's graph state, which the program's threads leave alone until the job is settled. */
 static void run_job(struct job *j)
 {
-    uint64_t t0 = ag_now_ns();
     ag_chunk_t c = {j->ops, j->n, j->arena, j->arena_used};
-    j->failed = j->patch && ag_graph_patch(j->g, &c) != 0 ? FB_PATCH_FAILED : 0;
-    uint64_t t1 = ag_now_ns();
-    CUresult r = CUDA_SUCCESS;
-    if (!j->failed && (r = ag_graph_launch(j->g, &c)) != CUDA_SUCCESS) {
-        AG_LOG_CAPPED(AG_LOG_WARN, "launching a graph failed (CUDA error %d); issuing its work eagerly", (int)r);
-        j->failed = FB_LAUNCH_FAILED;
-    }
-    uint64_t t2 = ag_now_ns();
-    if (j->failed) {
-        reissue(j->ops, j->n, j->arena, j->frees, j->nfrees);
-    } else {
-        CUresult rr = ag_graph_record_events(&c);
-        if (rr != CUDA_SUCCESS)
-            AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
-        uint32_t f = 0;
-        issue_frees(j->frees, j->nfrees, &f, j->n); /* on the graph's streams, which follow it */
-    }
-    j->patch_ns = t1 - t0;
-    j->launch_ns = t2 - t1;
-    j->host_ns = ag_now_ns() - t0;
+    uint64_t took[3];
+    j->failed = issue_graph(j->g, &c, j->frees, j->nfrees, j->patch, 0, took);
+    j->patch_ns = took[0];
+    j->launch_ns = took[1];
+    j->host_ns = took[0] + took[1] + took[2];
 }
 
 /* Under the lock, the job issued (JOB_DONE): its outcome into the engine's counts; a failed one's graph
@@ -932,13 +951,9 @@ static void fold_job(void)
         j->start_ns = 0;
     }
     if (j->failed) {
-        E.fallbacks[j->failed]++;
-        E.pf_other = 1;
         E.graph_launches--;
         E.replayed -= j->kernels;
-        ag_graph_release(j->v, NULL);
-        if (j->failed == FB_LAUNCH_FAILED)
-            j->v->ungraphable = 1;
+        graph_failed(j->v, j->failed);
     }
     j->v = NULL;
     j->g = NULL;
