@@ -1,0 +1,82 @@
+"""torch_geometric GCN training loop for autograph: two GCNConv layers with dropout on a random graph
+(fixed seed, no download), full-batch node classification with AdamW, loss.item() every step.
+
+Message passing scatters edge messages into nodes (index and scatter kernels whose grids follow the edge
+count) and normalizes the adjacency again every step (gcn_norm, not cached): a launch stream unlike the
+MLP's GEMM chain; the loss over the training mask (out[train]) syncs in the middle of every step, as
+PyG programs do. Deterministic algorithms are asked for, so that the scatter sums run in a fixed order
+(the Bats test compares two plain runs first, and skips where they differ).
+
+Same contract as torch_mlp.py: stdout "step <i> loss <float.hex()>" per step and "checksum: <16 hex>"
+(sha256 of the parameters), stderr "loop_ms: <float>" and "steady_ms: <float>" (without the first step).
+There is no --graph ("graph: unsupported" on stderr, exit 2).
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+from report import report, timed_steps  # noqa: E402
+
+NODES, EDGES, FEATURES, HIDDEN, CLASSES = 4096, 32768, 64, 128, 8
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--graph", action="store_true")
+    args = ap.parse_args()
+    if args.steps < 1:
+        sys.exit("--steps must be >= 1")
+    if args.graph:
+        print("graph: unsupported", file=sys.stderr)
+        sys.exit(2)
+
+    from torch_geometric.nn import GCNConv
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(args.seed)
+    dev = torch.device("cuda")
+
+    x = torch.randn(NODES, FEATURES, device=dev)
+    edge_index = torch.randint(0, NODES, (2, EDGES), device=dev)
+    y = torch.randint(0, CLASSES, (NODES,), device=dev)
+    train = torch.rand(NODES, device=dev) < 0.5
+
+    class GCN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = GCNConv(FEATURES, HIDDEN)
+            self.conv2 = GCNConv(HIDDEN, CLASSES)
+
+        def forward(self, x, edge_index):
+            h = torch.nn.functional.dropout(x, p=0.2, training=self.training)
+            h = torch.relu(self.conv1(h, edge_index))
+            h = torch.nn.functional.dropout(h, p=0.5, training=self.training)
+            return self.conv2(h, edge_index)
+
+    model = GCN().to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+    losses = []
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        out = model(x, edge_index)
+        loss = torch.nn.functional.cross_entropy(out[train], y[train])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+
+    ms, steady_ms = timed_steps(args.steps, step)
+    report(losses, model.parameters(), ms, steady_ms)
+
+
+if __name__ == "__main__":
+    main()
