@@ -6,7 +6,7 @@
 # than one device call allows (the ctest part alone about 5-6, most of it bats.python; the issuer part
 # with its three modes about 3; match under 1): split it with RUN_PARTS (ctest in one call, the rest in
 # one or two others). More reps trade time for noise.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, probes,
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, gcn, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, bench; the build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -190,6 +190,41 @@ PY
 )
 fi
 
+# The torch_geometric GCN (tests/python/gcn_step.py: scatters, a mid-step sync): a plain run for the
+# losses, then the A/B inside one process (--ab 10), GCN_REPS (3) runs, pinned as the PyTorch part is.
+gcn_line="-"
+if want gcn && python3 -c "import torch_geometric" 2>/dev/null; then
+    lib=$PWD/$BUILD/lib/libautograph.so
+    export PYTHONHASHSEED=0
+    gpin=()
+    command -v taskset >/dev/null && gpin=(taskset -c "${TORCH_CPUS:-2-5}")
+    : >"$T/g_ab.err"
+    for i in $(seq "${GCN_REPS:-3}"); do
+        "${gpin[@]}" python3 tests/python/gcn_step.py --steps 200 >"$T/g_plain.out" 2>"$T/g_plain.err"
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/g_ab.json "${gpin[@]}" python3 tests/python/gcn_step.py --steps 200 --ab 10 \
+            >"$T/g_ab.out" 2>>"$T/g_ab.err"
+    done
+    cp "$T/g_ab.json" "$OUT/gcn_ab.json" 2>/dev/null
+    same=no
+    cmp -s "$T/g_plain.out" "$T/g_ab.out" && same=yes
+    gcn_line=$(python3 - "$T" "$same" <<'PY'
+import json, re, statistics, sys
+d = sys.argv[1]
+ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/g_ab.err").read())]
+s = json.load(open(f"{d}/g_ab.json"))
+r = s["replay"]
+if ab:
+    print(f"A/B {statistics.median(y / x for x, y in ab):.3f}x (shim {statistics.median(x for x, _ in ab):.0f} us, "
+          f"paused {statistics.median(y for _, y in ab):.0f} us; runs {', '.join(f'{y / x:.3f}' for x, y in ab)}), "
+          f"{100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% replayed (half the steps paused), "
+          f"{r['host_ns_per_match']:.0f} ns per matched launch, {r['graph_launches'] / 200:.1f} graph launches per step, "
+          f"fallbacks {dict((k, v) for k, v in r['fallbacks'].items() if v)} | identical losses: {sys.argv[2]}")
+else:
+    print(f"no A/B line | identical losses: {sys.argv[2]}")
+PY
+)
+fi
+
 # Probes (AUTOGRAPH_PROBE): plain, the default, and the shim without probes, loop ms, medians of 3
 # interleaved runs each, with the default runs' probe counts (probes, verdicts against the graphs,
 # judgements for them, sightings run plain by a verdict) and replayed share.
@@ -367,6 +402,7 @@ echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
 echo "issuer (AUTOGRAPH_ISSUER) thread, inline and polling (poll), medians of ${ISSUER_REPS:-3}: $issuer_line"
+echo "torch_geometric GCN, in-process A/B, medians of ${GCN_REPS:-3}: $gcn_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
 printf '%s' "$probe_line"
 echo "chunk plans, modeled against halving (loop ms, medians of ${PLAN_REPS:-3}):"

@@ -9,7 +9,8 @@ PyG programs do. Deterministic algorithms are asked for, so that the scatter sum
 
 Same contract as torch_mlp.py: stdout "step <i> loss <float.hex()>" per step and "checksum: <16 hex>"
 (sha256 of the parameters), stderr "loop_ms: <float>" and "steady_ms: <float>" (without the first step).
-There is no --graph ("graph: unsupported" on stderr, exit 2).
+There is no --graph ("graph: unsupported" on stderr, exit 2). --ab B: the A/B within one process, as in
+torch_mlp.py (report.ab_steps; stderr "ab_step_us: shim <median> paused <median> blocks <n>").
 """
 import argparse
 import os
@@ -18,7 +19,7 @@ import sys
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
-from report import report, timed_steps  # noqa: E402
+from report import ab_report, ab_steps, report, timed_steps  # noqa: E402
 
 NODES, EDGES, FEATURES, HIDDEN, CLASSES = 4096, 32768, 64, 128, 8
 
@@ -28,6 +29,8 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--graph", action="store_true")
+    ap.add_argument("--ab", type=int, default=0, metavar="B",
+                    help="blocks of B steps with the shim and paused in turn (needs the shim)")
     args = ap.parse_args()
     if args.steps < 1:
         sys.exit("--steps must be >= 1")
@@ -74,8 +77,12 @@ def main():
         opt.step()
         losses.append(loss.item())
 
+    if args.ab > 0:
+        step = ab_steps(step, args.ab)
     ms, steady_ms = timed_steps(args.steps, step)
     report(losses, model.parameters(), ms, steady_ms)
+    if args.ab > 0:
+        ab_report(args.steps, args.ab)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The output contract the Python workloads share with the bundled samples: per-step losses as exact
 hex floats and a checksum of the parameters on stdout (compared bit for bit with and without the shim),
 loop times on stderr (read by tests/gpu/run.sh)."""
+import ctypes
 import hashlib
+import statistics
 import sys
 import time
 
@@ -59,3 +61,37 @@ def report(losses, parameters, ms, steady_ms):
     print(f"step_us: {_median(STEP_US[tail:]):.1f}", file=sys.stderr)
     if SYNC_US:
         print(f"sync_us: {_median(SYNC_US[tail:]):.1f}", file=sys.stderr)
+
+
+AB_WARM = 40  # steps before --ab's blocks: learning, the CUPTI window and the first probes are over
+AB_MODE = []  # --ab: each step's mode (0 with the shim, 1 paused, -1 a block's first step or warm-up)
+
+
+def ab_steps(step, block):
+    """--ab B, the A/B within one process: step(i) wrapped so that after AB_WARM steps, blocks of B steps
+    run with the shim and paused (its autograph_pause: every call straight to the driver) in turn,
+    switched between two steps (after a step's loss.item()). Needs the shim."""
+    try:
+        pause = ctypes.CDLL(None).autograph_pause
+    except AttributeError:
+        sys.exit("--ab needs the shim (LD_PRELOAD=libautograph.so): autograph_pause not found")
+    pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+
+    def ab_step(i):
+        k = i - AB_WARM
+        if k >= 0 and k % block == 0:
+            if pause((k // block) % 2) < 0:
+                sys.exit("--ab: the shim's engine does not run (AUTOGRAPH_SCOPE=off?)")
+        AB_MODE.append(-1 if k < 0 or k % block == 0 else (k // block) % 2)
+        step(i)
+
+    return ab_step
+
+
+def ab_report(steps, block):
+    """stderr "ab_step_us: shim <median> paused <median> blocks <n>" after an ab_steps run (each block's
+    first step left out)."""
+    by = [[us for us, m in zip(STEP_US, AB_MODE) if m == mode] for mode in (0, 1)]
+    if by[0] and by[1]:
+        print(f"ab_step_us: shim {statistics.median(by[0]):.1f} paused {statistics.median(by[1]):.1f} "
+              f"blocks {max(0, steps - AB_WARM) // block}", file=sys.stderr)

@@ -7,7 +7,7 @@ stderr: "loop_ms: <float>" for the training loop and "steady_ms: <float>" withou
 "graph-mode" and must not be compared.
 --profile runs the steps under torch.profiler (CPU and CUDA activities: Kineto takes CUPTI, which the
 shim must leave to it) and adds "profiled_cuda_events: <n>" on stderr.
---ab B (under the shim) compares within the one process: after AB_WARM steps, blocks of B steps run with
+--ab B (under the shim) compares within the one process: after report.AB_WARM steps, blocks of B steps run with
 the shim and paused (its autograph_pause: every call straight to the driver) in turn, switched after a
 step's loss.item(); stderr gets "ab_step_us: shim <median> paused <median> blocks <n>" (each block's first
 step left out). The losses stay bit-identical to a plain run.
@@ -23,7 +23,6 @@ own, the gradients summed on cuda:0).
 """
 import argparse
 import contextlib
-import ctypes
 import os
 import statistics
 import sys
@@ -33,10 +32,9 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import report, timed_steps, timed_sync  # noqa: E402
+from report import ab_report, ab_steps, report, timed_steps, timed_sync  # noqa: E402
 
 WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
-AB_WARM = 40  # steps before --ab's blocks: learning, the CUPTI window and the first probes are over
 
 
 def make_model():
@@ -161,22 +159,8 @@ def main():
             if events:
                 event_ms.append(events[0].elapsed_time(events[1]))
 
-    ab_mode = []  # --ab: each step's mode (0 with the shim, 1 paused, -1 a block's first step or warm-up)
     if args.ab > 0:
-        try:
-            pause = ctypes.CDLL(None).autograph_pause
-        except AttributeError:
-            sys.exit("--ab needs the shim (LD_PRELOAD=libautograph.so): autograph_pause not found")
-        pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
-        run_step = step
-
-        def step(i):
-            k = i - AB_WARM
-            if k >= 0 and k % args.ab == 0:
-                if pause((k // args.ab) % 2) < 0:
-                    sys.exit("--ab: the shim's engine does not run (AUTOGRAPH_SCOPE=off?)")
-            ab_mode.append(-1 if k < 0 or k % args.ab == 0 else (k // args.ab) % 2)
-            run_step(i)
+        step = ab_steps(step, args.ab)
 
     prof = None
     if args.profile:
@@ -195,11 +179,7 @@ def main():
     if event_ms:
         print(f"event_step_ms: {statistics.median(event_ms):.4f}", file=sys.stderr)
     if args.ab > 0:
-        from report import STEP_US
-        by = [[us for us, m in zip(STEP_US, ab_mode) if m == mode] for mode in (0, 1)]
-        if by[0] and by[1]:
-            print(f"ab_step_us: shim {statistics.median(by[0]):.1f} paused {statistics.median(by[1]):.1f} "
-                  f"blocks {max(0, args.steps - AB_WARM) // args.ab}", file=sys.stderr)
+        ab_report(args.steps, args.ab)
 
 
 if __name__ == "__main__":
