@@ -38,13 +38,19 @@ if want ctest; then
 fi
 grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
 
+# The Python parts' runs are pinned to the same cores (TORCH_CPUS, default 2-5: between processes, where
+# the threads land moved plain runs' median step by up to 25%), with one source of layout noise less.
+lib=$PWD/$BUILD/lib/libautograph.so
+export PYTHONHASHSEED=0
+tpin=()
+command -v taskset >/dev/null && tpin=(taskset -c "${TORCH_CPUS:-2-5}")
+
 # The PyTorch MLP step: plain, shim passing through (AUTOGRAPH_SCOPE=off: the interposition overhead),
 # shim replaying (the speed-up), replaying without probes (AUTOGRAPH_PROBE=off: what the probes
 # cost), and the shim against itself paused within one process (torch_mlp.py --ab 10: free of the
-# spread between processes); TORCH_REPS (3) interleaved runs each, pinned to the same cores
-# (TORCH_CPUS, default 2-5: between processes, where the threads land moved plain runs' median step by
-# up to 25%; PYTHONHASHSEED and no ASLR take two more sources of layout noise out). Ratios of medians
-# of each run's median step (step_us), never a timed assertion.
+# spread between processes); TORCH_REPS (3) interleaved runs each, pinned as above (and no ASLR: one
+# more source of layout noise out). Ratios of medians of each run's median step (step_us), never a
+# timed assertion.
 torch_line="-"
 T=$(mktemp -d) # the per-run outputs stay here: only a few files come back from $OUT
 # loop_ms FILE [VAR=value...] PROGRAM [ARGS...]: runs a sample (with those settings) and appends the loop
@@ -56,10 +62,7 @@ loop_ms() {
     env "$@" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$out"
 }
 if want torch && python3 -c "import torch" 2>/dev/null; then
-    lib=$PWD/$BUILD/lib/libautograph.so
-    export PYTHONHASHSEED=0 # one source of layout noise between processes less
-    pin=()
-    command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
+    pin=("${tpin[@]}")
     # and the same address layout in every process (no ASLR), where setarch can turn it off
     setarch "$(uname -m)" -R true 2>/dev/null && pin=(setarch "$(uname -m)" -R "${pin[@]}")
     for i in $(seq "${TORCH_REPS:-3}"); do
@@ -141,15 +144,11 @@ fi
 # it paid on one host and cost on two, so each run adds its data). Ratios of medians, never asserted.
 issuer_line="-"
 if want issuer && python3 -c "import torch" 2>/dev/null; then
-    lib=$PWD/$BUILD/lib/libautograph.so
-    export PYTHONHASHSEED=0
-    ipin=()
-    command -v taskset >/dev/null && ipin=(taskset -c "${TORCH_CPUS:-2-5}")
     for i in $(seq "${ISSUER_REPS:-3}"); do
         for m in thread inline poll; do
             mode=(AUTOGRAPH_ISSUER=$m)
             [ $m = poll ] && mode=(AUTOGRAPH_ISSUER=thread AUTOGRAPH_ISSUER_SPIN_US="${ISSUER_POLL_US:-3000}")
-            env LD_PRELOAD=$lib "${mode[@]}" AUTOGRAPH_STATS=$T/i_$m.json "${ipin[@]}" python3 tests/python/torch_mlp.py \
+            env LD_PRELOAD=$lib "${mode[@]}" AUTOGRAPH_STATS=$T/i_$m.json "${tpin[@]}" python3 tests/python/torch_mlp.py \
                 --steps 200 --ab 10 >"$T/i_$m.out" 2>>"$T/i_$m.err"
             cp "$T/i_$m.json" "$OUT/issuer_$m.json" 2>/dev/null
             loop_ms "$T/il_$m" "$SHIM" "${mode[@]}" AUTOGRAPH_STATS="$T/il_$m.json" "$BUILD/bin/launch_bound"
@@ -194,14 +193,10 @@ fi
 # losses, then the A/B inside one process (--ab 10), GCN_REPS (3) runs, pinned as the PyTorch part is.
 gcn_line="-"
 if want gcn && python3 -c "import torch_geometric" 2>/dev/null; then
-    lib=$PWD/$BUILD/lib/libautograph.so
-    export PYTHONHASHSEED=0
-    gpin=()
-    command -v taskset >/dev/null && gpin=(taskset -c "${TORCH_CPUS:-2-5}")
     : >"$T/g_ab.err"
     for i in $(seq "${GCN_REPS:-3}"); do
-        "${gpin[@]}" python3 tests/python/gcn_step.py --steps 200 >"$T/g_plain.out" 2>"$T/g_plain.err"
-        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/g_ab.json "${gpin[@]}" python3 tests/python/gcn_step.py --steps 200 --ab 10 \
+        "${tpin[@]}" python3 tests/python/gcn_step.py --steps 200 >"$T/g_plain.out" 2>"$T/g_plain.err"
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/g_ab.json "${tpin[@]}" python3 tests/python/gcn_step.py --steps 200 --ab 10 \
             >"$T/g_ab.out" 2>>"$T/g_ab.err"
     done
     cp "$T/g_ab.json" "$OUT/gcn_ab.json" 2>/dev/null

@@ -14,37 +14,24 @@ torch_mlp.py (report.ab_steps; stderr "ab_step_us: shim <median> paused <median>
 """
 import argparse
 import os
-import sys
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
-from report import ab_report, ab_steps, report, timed_steps  # noqa: E402
+from report import ab_report, ab_steps, deterministic, parse_args, report, timed_steps  # noqa: E402
 
 NODES, EDGES, FEATURES, HIDDEN, CLASSES = 4096, 32768, 64, 128, 8
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--graph", action="store_true")
     ap.add_argument("--ab", type=int, default=0, metavar="B",
                     help="blocks of B steps with the shim and paused in turn (needs the shim)")
-    args = ap.parse_args()
-    if args.steps < 1:
-        sys.exit("--steps must be >= 1")
-    if args.graph:
-        print("graph: unsupported", file=sys.stderr)
-        sys.exit(2)
+    args = parse_args(ap)
 
     from torch_geometric.nn import GCNConv
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.deterministic = True
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(args.seed)
+    deterministic(args.seed)
     dev = torch.device("cuda")
 
     x = torch.randn(NODES, FEATURES, device=dev)

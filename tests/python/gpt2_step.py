@@ -8,36 +8,22 @@ Same contract as torch_mlp.py: stdout "step <i> loss <float.hex()>" per step and
 """
 import argparse
 import os
-import sys
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from report import report, timed_steps  # noqa: E402
+from report import deterministic, parse_args, report, timed_steps  # noqa: E402
 
 BATCH, SEQ = 8, 128
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--graph", action="store_true")
-    args = ap.parse_args()
-    if args.steps < 1:
-        sys.exit("--steps must be >= 1")
-    if args.graph:
-        print("graph: unsupported", file=sys.stderr)
-        sys.exit(2)
+    args = parse_args(ap)
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(args.seed)
+    deterministic(args.seed)
     dev = torch.device("cuda")
 
     config = transformers.GPT2Config(n_layer=4, n_embd=256, n_head=4, vocab_size=1024, n_positions=128,

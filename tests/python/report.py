@@ -14,6 +14,32 @@ STEP_US = []  # each step's wall time, us
 SYNC_US = []  # per step, the time a workload's timed_sync() spent waiting (loss.item())
 
 
+def parse_args(ap):
+    """Adds the options every workload takes (--steps, --seed; --graph, which a workload without a
+    hand-written graph mode answers with "graph: unsupported" on stderr and exit 2) and parses them."""
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--graph", action="store_true")
+    args = ap.parse_args()
+    if args.steps < 1:
+        sys.exit("--steps must be >= 1")
+    if args.graph:
+        print("graph: unsupported", file=sys.stderr)
+        sys.exit(2)
+    return args
+
+
+def deterministic(seed):
+    """The same results run after run (the outputs are compared bit for bit): no TF32, cuDNN's and
+    PyTorch's deterministic algorithms (the scatters' sums in a fixed order), the seed."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+
+
 def timed_sync(fn):
     """Calls fn() (the step's host-visible sync, e.g. loss.item()) and records how long it took."""
     t = time.perf_counter()

@@ -32,7 +32,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import ab_report, ab_steps, report, timed_steps, timed_sync  # noqa: E402
+from report import ab_report, ab_steps, deterministic, report, timed_steps, timed_sync  # noqa: E402
 
 WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
 
@@ -78,12 +78,7 @@ def main():
     if args.touch:
         torch.ones(4, device=args.touch).sum().item()  # that device's context is the process's first
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(args.seed)
+    deterministic(args.seed)
     devs = [torch.device("cuda:0"), torch.device("cuda:1")] if args.split else [torch.device(args.device)]
     if args.data_parallel:
         devs = [torch.device("cuda:0")]

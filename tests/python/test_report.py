@@ -1,0 +1,93 @@
+"""CPU test of the Python workloads' shared helpers (report.py) and of every workload's syntax: the
+workloads themselves run only on a GPU (tests/bats/python.bats), so a slip in them would otherwise be
+found only there. torch is stood in for where it is not installed (the helpers only set its flags)."""
+import argparse
+import contextlib
+import ctypes
+import io
+import os
+import py_compile
+import sys
+import tempfile
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+with tempfile.TemporaryDirectory() as tmp:  # nothing written into the source tree
+    for name in sorted(os.listdir(HERE)):
+        if name.endswith(".py"):
+            py_compile.compile(os.path.join(HERE, name), cfile=os.path.join(tmp, name + "c"), doraise=True)
+
+try:
+    import torch
+except ImportError:
+    torch = types.ModuleType("torch")
+    ns = types.SimpleNamespace
+    torch.backends = ns(cuda=ns(matmul=ns()), cudnn=ns())
+    torch.cuda = ns(synchronize=lambda: None)
+    torch.calls = []
+    torch.use_deterministic_algorithms = lambda on: torch.calls.append(("deterministic", on))
+    torch.manual_seed = lambda seed: torch.calls.append(("seed", seed))
+    sys.modules["torch"] = torch
+
+import report  # noqa: E402
+
+
+def parse(argv):
+    sys.argv = ["workload"] + argv
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ab", type=int, default=0)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return report.parse_args(ap), None
+    except SystemExit as e:
+        return err.getvalue(), e.code
+
+
+args, code = parse(["--steps", "7", "--seed", "3", "--ab", "10"])
+assert code is None and (args.steps, args.seed, args.ab, args.graph) == (7, 3, 10, False), args
+err, code = parse(["--graph"])
+assert code == 2 and "graph: unsupported" in err, (err, code)
+_, code = parse(["--steps", "0"])
+assert code == "--steps must be >= 1", code
+
+report.deterministic(5)
+assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+if hasattr(torch, "calls"):
+    assert torch.calls == [("deterministic", True), ("seed", 5)], torch.calls
+
+# The A/B: after AB_WARM steps, blocks of 3 with the shim (pause(0)) and paused (pause(1)) in turn, each
+# block's first step left out of the medians.
+paused = []
+
+
+class Lib:
+    @staticmethod
+    def autograph_pause(v):
+        paused.append(v)
+        return 0
+
+
+real_cdll = ctypes.CDLL
+ctypes.CDLL = lambda *a, **k: Lib()
+try:
+    ran = []
+    step = report.ab_steps(ran.append, 3)
+finally:
+    ctypes.CDLL = real_cdll
+steps = report.AB_WARM + 12
+for i in range(steps):
+    step(i)
+    report.STEP_US.append(100.0 if report.AB_MODE[-1] == 0 else 130.0 if report.AB_MODE[-1] == 1 else 999.0)
+assert ran == list(range(steps)), ran
+assert paused == [0, 1, 0, 1], paused
+assert report.AB_MODE[: report.AB_WARM] == [-1] * report.AB_WARM
+assert report.AB_MODE[report.AB_WARM:] == [-1, 0, 0, -1, 1, 1] * 2, report.AB_MODE
+out = io.StringIO()
+with contextlib.redirect_stderr(out):
+    report.ab_report(steps, 3)
+assert out.getvalue() == "ab_step_us: shim 100.0 paused 130.0 blocks 4\n", out.getvalue()
+print("report.py helpers and every workload's syntax: ok")
