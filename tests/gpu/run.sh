@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one call (the device time is scarce): build, every CTest including the GPU
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
-# Usage on the GPU machine, from the repository root: bash tests/gpu/run.sh   (logs go to $OUT if set)
-# With the defaults (BENCH_REPS, TORCH_REPS and PLAN_REPS 3) it takes over 10 minutes on an H200, more
-# than one device call allows (the ctest part alone about 5-6, most of it bats.python; the issuer part
-# with its three modes about 3; match under 1): split it with RUN_PARTS (ctest in one call, the rest in
-# one or two others). More reps trade time for noise.
+# Usage on the GPU machine, from the repository root: OUT=$OUT/r bash tests/gpu/run.sh > $OUT/r.txt 2>&1
+# (OUT: where the logs and progress.txt go; under the device tool's $OUT they come back even from a run
+# cut off at the call's limit). The whole suite takes well over 10 minutes on an H200, more than one
+# device call allows: split it with RUN_PARTS. Measured (twentieth session, whole calls): ctest 380-435
+# s, bats.python 290-350 s of it; the build with issuer (3 reps), never_repeat and bench 204 s; the build,
+# ctest and issuer (2 reps) 520 s; the build, bats.python, gcn and issuer (1 rep) did not end in 480 s. The
+# `part times:` line at the end (and progress.txt) say what each part took.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, gcn, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, bench; the build always.
 set -uo pipefail
@@ -17,6 +19,16 @@ mkdir -p "$OUT"
 BUILD=build-gpu
 export AG_SUMMARY=$OUT/summary.txt
 : >"$AG_SUMMARY"
+# What each part took, and its result as soon as it has one, in $OUT/progress.txt: a run cut off at the
+# device call's limit still leaves them there (so give OUT a folder under the device tool's own $OUT).
+: >"$OUT/progress.txt"
+t_last=$SECONDS part_times=""
+mark() {
+    local took=$((SECONDS - t_last))
+    t_last=$SECONDS
+    part_times+="$1 $took s, "
+    echo "[$1: $took s] ${2:-}" >>"$OUT/progress.txt"
+}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 # Bats travels as a Debian package in .bats (the GPU image has none).
@@ -30,6 +42,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
   cmake --build "$BUILD" -j16; } >"$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+mark build
 
 ctest_rc=skipped
 if want ctest; then
@@ -37,6 +50,7 @@ if want ctest; then
     ctest_rc=$?
 fi
 grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
+want ctest && mark ctest "$(grep -sE 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 
 # The Python parts' runs are pinned to the same cores (TORCH_CPUS, default 2-5: between processes, where
 # the threads land moved plain runs' median step by up to 25%), with one source of layout noise less.
@@ -136,6 +150,7 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
 PY
 )
 fi
+want torch && mark torch "$torch_line"
 
 # The issuer (AUTOGRAPH_ISSUER): graphs patched and launched by the shim's thread against the program's
 # own, ISSUER_REPS (3) interleaved runs each: the PyTorch step's in-process A/B (shim against paused, blocks
@@ -188,6 +203,7 @@ print(" | ".join(out) + f" | identical losses: {sys.argv[2]} | launch_bound: {lb
 PY
 )
 fi
+want issuer && mark issuer "$issuer_line"
 
 # The torch_geometric GCN (tests/python/gcn_step.py: scatters, a mid-step sync): a plain run for the
 # losses, then the A/B inside one process (--ab 10), GCN_REPS (3) runs, pinned as the PyTorch part is.
@@ -219,6 +235,7 @@ else:
 PY
 )
 fi
+want gcn && mark gcn "$gcn_line"
 
 # Probes (AUTOGRAPH_PROBE): plain, the default, and the shim without probes, loop ms, medians of 3
 # interleaved runs each, with the default runs' probe counts (probes, verdicts against the graphs,
@@ -244,6 +261,7 @@ if e and q and o:
 PY
 )$'\n'
 done
+want probes && mark probes "$probe_line"
 
 # The modeled chunk plan against the halving one on the samples where they differ most: loop ms, medians
 # of PLAN_REPS (3) interleaved runs each, how many segments got a modeled plan, and how many of those the
@@ -299,6 +317,7 @@ else:
 PY
 )
 fi
+want plans && mark plans "$plan_line | $lbc_line"
 
 # A program that launches graphs of its own (launch_bound --graph): what the shim costs it, medians of 5
 # interleaved runs (CUPTI's idle subscriber would slow each of its graph launches).
@@ -320,6 +339,7 @@ else:
 PY
 )
 fi
+want own_graph && mark own_graph "$own_line"
 
 # What a CUPTI learning window costs, step by step (the observer's debug lines), on launch_bound, and
 # its chunk plan (graph launches per iteration).
@@ -337,6 +357,7 @@ print(f"{r['graph_launches'] / iters:.2f} graph launches per iteration, {r['node
 PY
 )
 fi
+want plan_stats && mark plan_stats "$lb_line"
 
 # never_repeat (nothing can be replayed; the issue's bound is 3% slower at most): 9 interleaved runs each
 # of plain, pass-through (AUTOGRAPH_SCOPE=off) and the default, medians of the loop time; and from the
@@ -369,6 +390,7 @@ else:
 PY
 )
 fi
+want never_repeat && mark never_repeat "$nr_line"
 
 # The matched launch on this host's CPU (fakecuda: no GPU in the timing): match_bench, shaped like a PyTorch
 # step, 5 runs each with warm caches and with 2 MB swept between launches (as cold as a PyTorch step),
@@ -382,6 +404,7 @@ if want match; then
         printf '| '
     done)
 fi
+want match && mark match "$match_line"
 
 if want bench; then
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
@@ -389,6 +412,7 @@ demo_rc=$?
 "$BUILD/bin/autograph" bench --cupti-compare --reps "${BENCH_REPS:-3}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
 bench_rc=$?
 fi
+want bench && mark bench "demo rc $demo_rc, bench rc $bench_rc"
 
 echo
 echo "==== autograph GPU suite: $(head -1 "$OUT/gpu.txt") ===="
@@ -414,5 +438,6 @@ echo "autograph demo (rc $demo_rc):"
 [ -f "$OUT/demo.txt" ] && cat "$OUT/demo.txt"
 echo "autograph bench (rc $bench_rc):"
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
+echo "part times: ${part_times%, }"
 # the exit status: CTest's, where it ran
 [ "$ctest_rc" = skipped ] || [ "$ctest_rc" = 0 ]
