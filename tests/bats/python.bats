@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Python workloads on the GPU (PyTorch eager with cuBLAS, torch.compile with Triton, CuPy): identical
 # results with and without the shim, and every launch CUPTI saw reached a hook. Under torch.profiler the
-# shim must leave CUPTI to the profiler.
+# shim must leave CUPTI to the profiler. Each test's name starts with a short id and a colon: CMake makes
+# a CTest of each (bats.python.<id>, one at a time), so that a GPU run can pick some by CTEST_REGEX.
 
 load helpers
 
@@ -9,7 +10,7 @@ need() {
     python3 -c "import $1" 2>/dev/null || skip "python module $1 is not installed"
 }
 
-@test "PyTorch eager training step: identical losses, every launch seen" {
+@test "eager: PyTorch eager training step: identical losses, every launch seen" {
     need torch
     AUTOGRAPH_CUPTI=always run_pair "$BATS_TEST_TMPDIR/eager" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 20
     same_output "$BATS_TEST_TMPDIR/eager"
@@ -17,7 +18,7 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/eager/stats.json" calls.cuLaunchKernelEx)" != null ]  # cuBLASLt
 }
 
-@test "PyTorch MLP with dropout, 200 steps: bit-identical losses, most launches replayed" {
+@test "mlp200: PyTorch MLP with dropout, 200 steps: bit-identical losses, most launches replayed" {
     need torch
     run_pair "$BATS_TEST_TMPDIR/mlp200" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200
     same_output "$BATS_TEST_TMPDIR/mlp200"
@@ -27,7 +28,7 @@ need() {
     replayed_at_least "$BATS_TEST_TMPDIR/mlp200" 90
 }
 
-@test "PyTorch MLP on the cudaMallocAsync backend, 200 steps: bit-identical losses, frees held back, most launches replayed" {
+@test "async: PyTorch MLP on the cudaMallocAsync backend, 200 steps: bit-identical losses, frees held back, most launches replayed" {
     need torch
     # every tensor from cuMemAllocAsync and back with cuMemFreeAsync (86 of each per step): the frees are
     # held back with the launches before them, not barriers (before, 621 graphs and 43 graph launches a
@@ -42,7 +43,7 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/mlpasync/stats.json" replay.graphs_built)" -le 40 ]
 }
 
-@test "PyTorch MLP reading its loss through page-locked memory, 200 steps: bit-identical losses, the copies held back" {
+@test "pinned: PyTorch MLP reading its loss through page-locked memory, 200 steps: bit-identical losses, the copies held back" {
     need torch
     # the loss copied with non_blocking=True into a pinned tensor (two slots in turn), then a stream
     # sync: the copy is held back in the step's last graph, the sync is the barrier
@@ -53,7 +54,7 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/mlppin/stats.json" replay.pinned_d2h_copies_held)" -ge 150 ]
 }
 
-@test "PyTorch MLP timed with CUDA events, 200 steps: bit-identical losses, the timing events recorded in place" {
+@test "events: PyTorch MLP timed with CUDA events, 200 steps: bit-identical losses, the timing events recorded in place" {
     need torch
     # torch.cuda.Event(enable_timing=True) around each step, elapsed_time after loss.item(): once the
     # events were timed, their records are barriers, made where the program makes them (a record held
@@ -69,7 +70,7 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/mlpev/stats.json" replay.timed_event_records)" -ge 300 ]
 }
 
-@test "PyTorch MLP with the shim paused and back in turn (autograph_pause): identical losses, replay picks up" {
+@test "ab: PyTorch MLP with the shim paused and back in turn (autograph_pause): identical losses, replay picks up" {
     need torch
     local d=$BATS_TEST_TMPDIR/ab all
     mkdir -p "$d"
@@ -86,7 +87,7 @@ need() {
     [ "$((all * 3))" -le "$(( $(stat "$d/stats.json" launches) * 2))" ]
 }
 
-@test "GPT-2 (4 layers) training steps: identical losses" {
+@test "gpt2: GPT-2 (4 layers) training steps: identical losses" {
     need torch
     need transformers
     run_pair "$BATS_TEST_TMPDIR/gpt2" python3 "$SRC_DIR/tests/python/gpt2_step.py" --steps 30
@@ -94,7 +95,7 @@ need() {
     summary "$BATS_TEST_TMPDIR/gpt2" gpt2
 }
 
-@test "torch_geometric GCN training steps: identical losses, most launches replayed" {
+@test "gcn: torch_geometric GCN training steps: identical losses, most launches replayed" {
     need torch
     need torch_geometric
     local d=$BATS_TEST_TMPDIR/gcn
@@ -110,7 +111,7 @@ need() {
     replayed_at_least "$d" 80
 }
 
-@test "torch.compile training step (Triton): identical losses, every launch seen" {
+@test "compile: torch.compile training step (Triton): identical losses, every launch seen" {
     need torch
     need triton
     AUTOGRAPH_CUPTI=always run_pair "$BATS_TEST_TMPDIR/compile" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 20 --compile
@@ -118,14 +119,14 @@ need() {
     coverage_ok "$BATS_TEST_TMPDIR/compile" torch_compile
 }
 
-@test "CuPy loop: identical result, every launch seen" {
+@test "cupy: CuPy loop: identical result, every launch seen" {
     need cupy
     AUTOGRAPH_CUPTI=always run_pair "$BATS_TEST_TMPDIR/cupy" python3 "$SRC_DIR/tests/python/cupy_loop.py" --iters 20
     same_output "$BATS_TEST_TMPDIR/cupy"
     coverage_ok "$BATS_TEST_TMPDIR/cupy" cupy_loop
 }
 
-@test "PyTorch under torch.profiler: identical losses, CUPTI left to the profiler" {
+@test "profiler: PyTorch under torch.profiler: identical losses, CUPTI left to the profiler" {
     need torch
     unset AUTOGRAPH_CUPTI  # the default mode (learn) holds CUPTI until a profiler wants it
     local d=$BATS_TEST_TMPDIR/profile state released plain_ev shim_ev

@@ -8,6 +8,8 @@
 # s, bats.python 290-350 s of it; the build with issuer (3 reps), never_repeat and bench 204 s; the build,
 # ctest and issuer (2 reps) 520 s; the build, bats.python, gcn and issuer (1 rep) did not end in 480 s. The
 # `part times:` line at the end (and progress.txt) say what each part took.
+# The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
+# gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, gcn, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, bench; the build always.
 set -uo pipefail
