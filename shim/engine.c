@@ -891,9 +891,10 @@ static int start_thread(void *(*fn)(void *), void *arg, size_t stack)
 
 /* ---- the issuer (AUTOGRAPH_ISSUER=thread) ---- */
 
-static void futex_wait(atomic_int *a, int val)
+/* Sleeps while *a is val, until woken (or timeout passes, where not NULL). */
+static void futex_wait(atomic_int *a, int val, const struct timespec *timeout)
 {
-    syscall(SYS_futex, a, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+    syscall(SYS_futex, a, FUTEX_WAIT_PRIVATE, val, timeout, NULL, 0);
 }
 
 static void futex_wake(atomic_int *a, int n)
@@ -980,7 +981,7 @@ static void settle_slow(int st)
             if (spin_ok > 0 && ag_now_ns() - t0 < SETTLE_SPIN_NS)
                 cpu_relax();
             else
-                futex_wait(&j->state, st);
+                futex_wait(&j->state, st, NULL);
         }
         atomic_fetch_sub(&j->waiters, 1);
         E.jobs_waited++;
@@ -1026,7 +1027,7 @@ static void *issuer_main(void *arg)
             atomic_store(&j->sleeping, 1);
             st = atomic_load(&j->state);
             if (st != JOB_POSTED)
-                futex_wait(&j->state, st);
+                futex_wait(&j->state, st, NULL);
             atomic_store(&j->sleeping, 0);
             continue;
         }
@@ -1063,7 +1064,7 @@ static void issuer_quit(void)
     E.issuer = -2;
     struct timespec ms = {0, 1000000};
     for (int w = 0; w < 100 && !atomic_load(&E.issuer_gone); w++)
-        syscall(SYS_futex, &E.issuer_gone, FUTEX_WAIT_PRIVATE, 0, &ms, NULL, 0);
+        futex_wait(&E.issuer_gone, 0, &ms);
 }
 
 /* Under the lock: the engine's issuer thread, started in its context (1), or -1 where it cannot be (the

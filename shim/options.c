@@ -107,8 +107,8 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                                "before it sleeps. Woken from sleep it begins a chunk tens of microseconds "
                                "late (18-24 us on average on the H200 hosts measured, against 2 us "
                                "polling), and the program's thread then often issues the chunk itself; "
-                               "polling keeps a CPU busy while the program replays, which paid on one host "
-                               "and cost on two (PyTorch A/B). No polling where the process may run on 2 "
+                               "polling keeps a CPU busy while the program replays, which paid on two hosts "
+                               "and cost on three (PyTorch A/B). No polling where the process may run on 2 "
                                "CPUs or fewer. 0: it sleeps at once."},
 };
 
