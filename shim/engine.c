@@ -46,8 +46,11 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
  * too, as the guard would otherwise cost a window per new variant ('guard' mode watches everything). A
  * window ends at the first graph launch (callbacks make it cost 200-365 us) or after ATTACH_WINDOW
  * operations that guarded nothing new. CUPTI's set-up and tear-down cost the host tens of milliseconds on
- * the H200: a new window, for repeating work not watched yet, opens only once ATTACH_BACKOFF times that
- * cost has passed since the last one closed (at most about 3% of the run). */
+ * the H200 (19-26 ms a window in a two-GPU process): a new window, for repeating work not watched yet,
+ * opens only once ATTACH_BACKOFF times the last window's cost has passed since it closed, in any engine
+ * (at most about 3% of the run however many contexts learn). Once the program is trusted a window only
+ * confirms it, and each one closed doubles that wait (a few windows in a whole run): a program whose
+ * variants keep coming (DataParallel's threads and two contexts) paid 3-4 windows in a 1.1 s loop. */
 #define ATTACH_WINDOW 1024
 #define ATTACH_BACKOFF 32
 #define UNHOOKED_KIND 0x0b5e7eULL
@@ -203,8 +206,8 @@ struct engine {
      * fields); deferral stops for good after a call no hook saw, in learn mode (detached during replay,
      * CUPTI could not see it again). guarded_at: operation count when the window last guarded new work;
      * guarded_seen: the learner's guarded_total then; window_from: its guarded_total when the window
-     * opened; detached_t: host time (ns) when the last window closed; setup_ns: its attach and detach */
-    uint64_t guarded_at, guarded_seen, window_from, detached_t, setup_ns;
+     * opened; setup_ns: the attach and detach of its window (process-wide: g_window_*) */
+    uint64_t guarded_at, guarded_seen, window_from, setup_ns;
     /* the engine's context ended (destroyed, or its device's primary context released or reset; the
      * runtime's release at exit counts too): its streams, events, graphs and staging buffers went with
      * it, and a later context may get its handle; the engine stops for good. dev: the context's device. */
@@ -294,6 +297,9 @@ static int g_app_captures;
 static int g_unhooked_seen, g_trusted;
 static struct engine *g_timer;
 static int g_window_close; /* another engine launched a graph while g_timer's window was open */
+/* The host time (ns) from which a learning window may open (set as the last one, any engine's, closed),
+ * and that wait in windows' costs (doubled at each window closed once the program is trusted) */
+static uint64_t g_window_next, g_window_factor = ATTACH_BACKOFF;
 static atomic_int g_watcher_started;
 
 atomic_int ag_engine_on;
@@ -472,6 +478,17 @@ static void segment_begin(void)
     E.seg_whole = 1;
 }
 
+/* This engine's window closed at now (g_timer is still this engine's: one writer at a time): the next may
+ * open g_window_factor times this window's cost later, a factor that doubles at each window closed once
+ * the program is trusted. */
+static void window_closed(uint64_t now)
+{
+    uint64_t factor = __atomic_load_n(&g_window_factor, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_window_next, now + factor * E.setup_ns, __ATOMIC_RELAXED);
+    if (g_trusted && factor < ((uint64_t)ATTACH_BACKOFF << 20))
+        __atomic_store_n(&g_window_factor, 2 * factor, __ATOMIC_RELAXED);
+}
+
 /* Attaches CUPTI (learning) or detaches it, and keeps the window bookkeeping. A window is one engine's
  * (g_timer): it opens only where no other engine's is open. */
 static void cupti_learning(int on)
@@ -484,12 +501,16 @@ static void cupti_learning(int on)
     uint64_t t0 = ag_now_ns();
     ag_cupti_learning(on);
     uint64_t t1 = ag_now_ns();
+    E.pf_other = 1; /* attaching and detaching take milliseconds */
+    E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
     if (!on) {
+        /* a window that made work deferrable and caught nothing: the program is trusted */
+        if (!g_unhooked_seen && E.learner.guarded_total > E.window_from)
+            g_trusted = 1;
+        window_closed(t1);
         __atomic_store_n(&g_window_close, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&g_timer, NULL, __ATOMIC_RELEASE);
     }
-    E.pf_other = 1; /* attaching and detaching take milliseconds */
-    E.setup_ns = on ? t1 - t0 : E.setup_ns + (t1 - t0);
     E.cupti_learning = on;
     ag_learner_watch(&E.learner, ag_cupti_attached());
     if (on) {
@@ -501,10 +522,6 @@ static void cupti_learning(int on)
     } else {
         E.seg_timed = 0;
         resolve_timings(); /* detaching delivered every record CUPTI had */
-        E.detached_t = ag_now_ns();
-        /* a window that made work deferrable and caught nothing: the program is trusted */
-        if (!g_unhooked_seen && E.learner.guarded_total > E.window_from)
-            g_trusted = 1;
     }
 }
 
@@ -547,7 +564,7 @@ static void sighted(ag_variant_t *v)
         return;
     if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
         !__atomic_load_n(&g_timer, __ATOMIC_RELAXED) &&
-        ag_cupti_can_guard() && (!E.detached_t || ag_now_ns() - E.detached_t >= ATTACH_BACKOFF * E.setup_ns))
+        ag_cupti_can_guard() && ag_now_ns() >= __atomic_load_n(&g_window_next, __ATOMIC_RELAXED))
         cupti_learning(1);
 }
 
@@ -1251,7 +1268,7 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
     E.seg_timed = 0;
     E.pp_open = 0; /* the segments sat out would be timed with the one before them */
     /* A learning window would watch nothing the engine sees, while CUPTI's kernel records slow the rested
-     * kernels (by about a third on the H200); the next window waits for ATTACH_BACKOFF as usual. */
+     * kernels (by about a third on the H200); the next window waits as usual. */
     if (E.cupti_learning)
         cupti_learning(0);
     atomic_store(&ag_engine_on, AG_ENGINE_RESTING);

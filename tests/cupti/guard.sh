@@ -31,6 +31,9 @@
 #                    (AUTOGRAPH_CUPTI_DETACH=inline) the program waits for it; identical output in each
 #   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
 #                    the guard saw it whole, so an unhooked launch first coming right after it is caught
+#   windows          new variants keep coming all run long (--drift 5: a new one every 5 iterations, 120
+#                    in all): once trusted, each window doubles the wait for the next, so a few windows
+#                    open (5 here, against 21-30 when every window waited the same); identical output
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
 #                    segments and launches go straight to the driver (AUTOGRAPH_REST=0: none); one novel
 #                    for 300 iterations, then repeating: replayed once it repeats, nearly as without
@@ -236,6 +239,14 @@ attach_point)
     same p run
     expect run "$unhooked"
     expect run "s['replay']['stopped_by_guard'] is True and s['replay']['guard_trusted'] is False"
+    ;;
+windows)
+    plain p --no-unhooked --drift 5 --iters 600
+    shim run -- --no-unhooked --drift 5 --iters 600
+    same p run
+    expect run "s['replay']['guard_trusted'] is True and $replayed"
+    expect run "1 <= c['attaches'] <= 12"
+    python3 -c "import json, sys; print('windows opened:', json.load(open(sys.argv[1]))['cupti']['attaches'])" "$tmp/run.json"
     ;;
 rests)
     export AUTOGRAPH_CUPTI=off

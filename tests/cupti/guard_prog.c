@@ -4,7 +4,7 @@
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
- *                   [--host-us U] [--before N] [--after N]
+ *                   [--host-us U] [--before N] [--after N] [--drift K]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -24,7 +24,9 @@
  *                  that prepares its next input there): a graph launched before that gap runs during it
  *   --before N     deferrable launches before the unhooked one in every iteration (default 9)
  *   --after N      deferrable launches after it (default 6; those past the fifteenth launch with grids of
- *                  their own) */
+ *                  their own)
+ *   --drift K      the loop's grids change every K iterations: a new variant that repeats K times, then
+ *                  the next (work the guard has not watched keeps coming, all run long) */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -158,7 +160,7 @@ static void profiler_detach(void)
 int main(int argc, char **argv)
 {
     int iters = 40, before = BEFORE, after = AFTER, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
-    int novel_until = 0, sync_until = -1, segments = 0;
+    int novel_until = 0, sync_until = -1, segments = 0, drift = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -184,6 +186,8 @@ int main(int argc, char **argv)
             sync_until = atoi(argv[++i]);
         else if (strcmp(argv[i], "--segments") == 0 && i + 1 < argc)
             segments = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--drift") == 0 && i + 1 < argc)
+            drift = atoi(argv[++i]);
         else if (strcmp(argv[i], "--own-graph") == 0)
             own_graph = 1;
         else if (strcmp(argv[i], "--own-capture") == 0)
@@ -192,7 +196,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
                             "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
                             "[--own-graph | --own-capture] "
-                            "[--host-us U] [--before N] [--after N]\n");
+                            "[--host-us U] [--before N] [--after N] [--drift K]\n");
             return 2;
         }
     }
@@ -263,6 +267,7 @@ int main(int argc, char **argv)
              * found periodic, and replayed inside the first iteration) */
             unsigned grid = never_repeat || it < novel_until ? (unsigned)(it * (before + after) + k + 1)
                             : k >= BEFORE + AFTER                 ? (unsigned)k
+                            : drift > 0                           ? 1u + (unsigned)(it / drift) * 100u
                                                                   : 1u;
             CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
             for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
