@@ -48,11 +48,14 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
  * operations that guarded nothing new. CUPTI's set-up and tear-down cost the host tens of milliseconds on
  * the H200 (19-26 ms a window in a two-GPU process): a new window, for repeating work not watched yet,
  * opens only once ATTACH_BACKOFF times the last window's cost has passed since it closed, in any engine
- * (at most about 3% of the run however many contexts learn). Once the program is trusted a window only
- * confirms it, and each one closed doubles that wait (a few windows in a whole run): a program whose
- * variants keep coming (DataParallel's threads and two contexts) paid 3-4 windows in a 1.1 s loop. */
+ * (at most about 3% of the run however many contexts learn). Once the program is trusted a window
+ * confirms it and times new segments for their chunk plans, and each one closed doubles that wait, up
+ * to ATTACH_TRUSTED times the cost (about 0.4% of the run): a program whose variants keep coming
+ * (DataParallel's threads in two contexts) paid 4 windows of 19-26 ms in a 1.1 s loop, and 2 in the whole
+ * run since. (Without a cap, a run of 100 programs in a row got too few of them timed to plan.) */
 #define ATTACH_WINDOW 1024
 #define ATTACH_BACKOFF 32
+#define ATTACH_TRUSTED 256
 #define UNHOOKED_KIND 0x0b5e7eULL
 /* Segments timed while CUPTI was attached, waiting for their kernels' records (delivered at detach). */
 #define MAX_TIMING_REQS 8
@@ -298,7 +301,8 @@ static int g_unhooked_seen, g_trusted;
 static struct engine *g_timer;
 static int g_window_close; /* another engine launched a graph while g_timer's window was open */
 /* The host time (ns) from which a learning window may open (set as the last one, any engine's, closed),
- * and that wait in windows' costs (doubled at each window closed once the program is trusted) */
+ * and that wait in windows' costs (doubled at each window closed once the program is trusted, up to
+ * ATTACH_TRUSTED) */
 static uint64_t g_window_next, g_window_factor = ATTACH_BACKOFF;
 static atomic_int g_watcher_started;
 
@@ -480,12 +484,12 @@ static void segment_begin(void)
 
 /* This engine's window closed at now (g_timer is still this engine's: one writer at a time): the next may
  * open g_window_factor times this window's cost later, a factor that doubles at each window closed once
- * the program is trusted. */
+ * the program is trusted, up to ATTACH_TRUSTED. */
 static void window_closed(uint64_t now)
 {
     uint64_t factor = __atomic_load_n(&g_window_factor, __ATOMIC_RELAXED);
     __atomic_store_n(&g_window_next, now + factor * E.setup_ns, __ATOMIC_RELAXED);
-    if (g_trusted && factor < ((uint64_t)ATTACH_BACKOFF << 20))
+    if (g_trusted && factor < ATTACH_TRUSTED)
         __atomic_store_n(&g_window_factor, 2 * factor, __ATOMIC_RELAXED);
 }
 

@@ -32,8 +32,9 @@
 #   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
 #                    the guard saw it whole, so an unhooked launch first coming right after it is caught
 #   windows          new variants keep coming all run long (--drift 5: a new one every 5 iterations, 120
-#                    in all): once trusted, each window doubles the wait for the next, so a few windows
-#                    open (5 here, against 21-30 when every window waited the same); identical output
+#                    in all): once trusted, each window doubles the wait for the next (up to 8 times),
+#                    so fewer windows open (1-7 here, against 21-30 when every window waited the same);
+#                    identical output
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
 #                    segments and launches go straight to the driver (AUTOGRAPH_REST=0: none); one novel
 #                    for 300 iterations, then repeating: replayed once it repeats, nearly as without
