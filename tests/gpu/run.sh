@@ -2,8 +2,8 @@
 # The whole GPU suite in one call (the device time is scarce): build, every CTest including the GPU
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: OUT=$OUT/r bash tests/gpu/run.sh > $OUT/r.txt 2>&1
-# (OUT: where the logs and progress.txt go; under the device tool's $OUT they come back even from a run
-# cut off at the call's limit). The whole suite takes well over 10 minutes on an H200, more than one
+# (OUT: where the logs and progress.txt go, 6 files; under the device tool's $OUT they come back even from
+# a run cut off at the call's limit, but only 8 files come back from a call: keep others elsewhere). The whole suite takes well over 10 minutes on an H200, more than one
 # device call allows: split it with RUN_PARTS. Measured (twentieth session, whole calls): ctest 380-435
 # s, bats.python 290-350 s of it; the build with issuer (3 reps), never_repeat and bench 204 s; the build,
 # ctest and issuer (2 reps) 520 s; the build, bats.python, gcn and issuer (1 rep) did not end in 480 s. The
