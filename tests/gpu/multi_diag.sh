@@ -26,6 +26,8 @@ for mode in "${modes[@]}"; do
             esac
             env "${env[@]}" python3 tests/python/torch_mlp.py --steps "$STEPS" "--$mode" 2>&1 >/dev/null |
                 sed -n 's/^steady_ms: //p' >>"$OUT/$mode.$cfg"
+            # each run as it ends: a call cut off at its limit still shows the runs that finished
+            echo "$mode rep $rep $cfg: $(tail -n 1 "$OUT/$mode.$cfg")"
         done
     done
     line="$mode ($STEPS steps, steady ms):"
