@@ -24,10 +24,11 @@ for mode in "${modes[@]}"; do
             probe_off) env=(LD_PRELOAD=$lib AUTOGRAPH_PROBE=off) ;;
             cupti_off) env=(LD_PRELOAD=$lib AUTOGRAPH_CUPTI=off) ;;
             esac
-            env "${env[@]}" python3 tests/python/torch_mlp.py --steps "$STEPS" "--$mode" 2>&1 >/dev/null |
-                sed -n 's/^steady_ms: //p' >>"$OUT/$mode.$cfg"
+            t=$(env "${env[@]}" python3 tests/python/torch_mlp.py --steps "$STEPS" "--$mode" 2>&1 >/dev/null |
+                sed -n 's/^steady_ms: //p')
+            [ -n "$t" ] && echo "$t" >>"$OUT/$mode.$cfg"
             # each run as it ends: a call cut off at its limit still shows the runs that finished
-            echo "$mode rep $rep $cfg: $(tail -n 1 "$OUT/$mode.$cfg")"
+            echo "$mode rep $rep $cfg: ${t:-no steady_ms (the run failed)}"
         done
     done
     line="$mode ($STEPS steps, steady ms):"
