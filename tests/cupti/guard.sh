@@ -32,7 +32,7 @@
 #   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
 #                    the guard saw it whole, so an unhooked launch first coming right after it is caught
 #   windows          new variants keep coming all run long (--drift 5: a new one every 5 iterations, 120
-#                    in all): once trusted, each window doubles the wait for the next (up to 8 times),
+#                    in all): once trusted, each window doubles the wait for the next (to 8 times the first),
 #                    so fewer windows open (1-7 here, against 21-30 when every window waited the same);
 #                    identical output
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
