@@ -11,7 +11,8 @@
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
 # gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, gcn, probes,
-# plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, bench; the build always.
+# plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
+# build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
@@ -408,6 +409,22 @@ if want match; then
 fi
 want match && mark match "$match_line"
 
+# Two GPUs in one process (tests/gpu/multi_diag.sh: the MLP under DataParallel and split over two GPUs;
+# plain, default, probes off and CUPTI off, MULTI_REPS (3) interleaved runs each): plain's median steady
+# loop over the shim's, and CUPTI off's. Needs 2 GPUs; about 13 s a run on a two-H200 host (24 runs).
+multi_line="-"
+if want multi; then
+    if [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
+        multi_line="skipped: needs 2 GPUs, this machine has $(nvidia-smi -L | grep -c '^GPU')"
+    elif ! python3 -c "import torch" 2>/dev/null; then
+        multi_line="skipped: no PyTorch"
+    else
+        OUT=$T/multi REPS=${MULTI_REPS:-3} bash tests/gpu/multi_diag.sh >"$OUT/multi.txt" 2>&1
+        multi_line=$(python3 tests/gpu/multi_ratio.py "$T/multi")
+    fi
+fi
+want multi && mark multi "$multi_line"
+
 if want bench; then
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
@@ -433,6 +450,7 @@ echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
 echo "matched launch on this host's CPU (match_bench, fakecuda, inline): $match_line"
 echo "launch_bound's plan: $lb_line"
+echo "two GPUs in one process, steady loop, medians of ${MULTI_REPS:-3}: $multi_line"
 # (parts RUN_PARTS left out have no files)
 echo "CUPTI window costs (launch_bound, AUTOGRAPH_LOG=debug):"
 [ -f "$OUT/cupti_costs.txt" ] && sed 's/^autograph: debug: /  /' "$OUT/cupti_costs.txt"

@@ -14,10 +14,12 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+GPU_TOOLS = os.path.join(HERE, "..", "gpu")
 with tempfile.TemporaryDirectory() as tmp:  # nothing written into the source tree
-    for name in sorted(os.listdir(HERE)):
-        if name.endswith(".py"):
-            py_compile.compile(os.path.join(HERE, name), cfile=os.path.join(tmp, name + "c"), doraise=True)
+    for d in (HERE, GPU_TOOLS):  # the workloads, and the GPU suite's Python readers
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".py"):
+                py_compile.compile(os.path.join(d, name), cfile=os.path.join(tmp, name + "c"), doraise=True)
 
 try:
     import torch
@@ -90,4 +92,18 @@ out = io.StringIO()
 with contextlib.redirect_stderr(out):
     report.ab_report(steps, 3)
 assert out.getvalue() == "ab_step_us: shim 100.0 paused 130.0 blocks 4\n", out.getvalue()
-print("report.py helpers and every workload's syntax: ok")
+
+# multi_ratio.py (run.sh's `multi` part): plain's median over the shim's, per mode; a mode without runs
+# says so instead of failing.
+import subprocess  # noqa: E402
+
+with tempfile.TemporaryDirectory() as tmp:
+    for cfg, times in (("plain", "1100\n900\n1000\n"), ("shim", "800\n1000\n"), ("cupti_off", "1250\n")):
+        with open(os.path.join(tmp, "data-parallel." + cfg), "w") as f:
+            f.write(times)
+    got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "multi_ratio.py"), tmp], capture_output=True,
+                         text=True, check=True).stdout.strip()
+want = ("data-parallel 1.111x (plain 1000 ms, 900-1100; shim 900 ms; CUPTI off 0.800x; 2 runs); "
+        "split - (no runs)")
+assert got == want, got
+print("report.py helpers, multi_ratio.py and every workload's syntax: ok")
