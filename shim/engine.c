@@ -209,8 +209,9 @@ struct engine {
      * fields); deferral stops for good after a call no hook saw, in learn mode (detached during replay,
      * CUPTI could not see it again). guarded_at: operation count when the window last guarded new work;
      * guarded_seen: the learner's guarded_total then; window_from: its guarded_total when the window
-     * opened; setup_ns: the attach and detach of its window (process-wide: g_window_*) */
-    uint64_t guarded_at, guarded_seen, window_from, setup_ns;
+     * opened; setup_ns: the attach and detach of its window (process-wide: g_window_*); windows: how
+     * many this engine opened */
+    uint64_t guarded_at, guarded_seen, window_from, setup_ns, windows;
     /* the engine's context ended (destroyed, or its device's primary context released or reset; the
      * runtime's release at exit counts too): its streams, events, graphs and staging buffers went with
      * it, and a later context may get its handle; the engine stops for good. dev: the context's device. */
@@ -518,6 +519,7 @@ static void cupti_learning(int on)
     E.cupti_learning = on;
     ag_learner_watch(&E.learner, ag_cupti_attached());
     if (on) {
+        E.windows++;
         E.guarded_at = E.ops;
         E.guarded_seen = E.window_from = E.learner.guarded_total; /* earlier ones are not this window's */
         segment_begin(); /* the segment is timed from here on (the part before was not watched) */
@@ -3230,10 +3232,11 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                                 : atomic_load(&E.issuer_gone) ? "ended"
                                                               : "ending";
         fprintf(f, "%s{\"device\": %d, \"launches_deferred\": %llu, \"launches_replayed\": %llu, "
-                   "\"graph_launches\": %llu, \"ended\": %s, \"issuer\": \"%s\", \"issuer_jobs\": %llu}",
+                   "\"graph_launches\": %llu, \"ended\": %s, \"issuer\": \"%s\", \"issuer_jobs\": %llu, "
+                   "\"learning_windows\": %llu}",
                 i ? ", " : "", E.ready ? (int)E.dev : -1, (unsigned long long)E.deferred,
                 (unsigned long long)E.replayed, (unsigned long long)E.graph_launches, E.ctx_ended ? "true" : "false",
-                iss_state, (unsigned long long)E.jobs);
+                iss_state, (unsigned long long)E.jobs, (unsigned long long)E.windows);
         pthread_mutex_unlock(&E.lock);
     }
     use(prev);

@@ -25,7 +25,8 @@
  *   made driver calls (contexts and modules exist: tests/gpu/cupti_costs.cu), about 4 ms before. Such a
  *   set-up after a traced driver call is counted as "costly". cuptiFinalize ends the subscription,
  *   hands back the current activity buffer, forgets the activity callbacks and kinds, and undoes the
- *   set-up. FAKE_CUPTI_FINALIZE_US=N makes each cuptiFinalize take N us (about 2000-3500 on the H200);
+ *   set-up. FAKE_CUPTI_FINALIZE_US=N makes each cuptiFinalize take N us (about 2000-3500 on the H200),
+ *   and FAKE_CUPTI_SUBSCRIBE_US=N each cuptiSubscribe (11-26 ms with the set-up there, a few us without);
  *   with FAKE_CUPTI_STRICT=1 a call of the client while a finalize runs aborts the process.
  * - With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line: "fake_cupti: subscribes S
  *   set-ups U costly C finalizes F away A overlaps O during D unfinished N": A finalizes ran on a thread
@@ -122,6 +123,16 @@ static uintptr_t handle_of(uintptr_t generation)
     return 0x5000 + 16 * generation; /* never dereferenced: an opaque token */
 }
 
+/* Sleeps as many microseconds as the variable var says (none where it is unset or not positive). */
+static void sleep_us(const char *var)
+{
+    const char *us = getenv(var);
+    if (us && atol(us) > 0) {
+        struct timespec d = {atol(us) / 1000000, atol(us) % 1000000 * 1000};
+        nanosleep(&d, NULL);
+    }
+}
+
 CUptiResult EXPORT cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
 {
     if (!subscriber)
@@ -130,6 +141,7 @@ CUptiResult EXPORT cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_Call
     if (busy && strcmp(busy, "1") == 0)
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     CUptiResult r = CUPTI_SUCCESS;
+    sleep_us("FAKE_CUPTI_SUBSCRIBE_US");
     pthread_mutex_lock(&fk.mu);
     client_call();
     if (fk.subscriber) {
@@ -472,11 +484,7 @@ CUptiResult EXPORT cuptiFinalize(void)
     fk.finalizing++;
     fk.away += !tl_driver;
     pthread_mutex_unlock(&fk.mu);
-    const char *us = getenv("FAKE_CUPTI_FINALIZE_US");
-    if (us && atol(us) > 0) {
-        struct timespec d = {atol(us) / 1000000, atol(us) % 1000000 * 1000};
-        nanosleep(&d, NULL);
-    }
+    sleep_us("FAKE_CUPTI_FINALIZE_US");
     deliver(1);
     pthread_mutex_lock(&fk.mu);
     fk.finalizing--;

@@ -35,6 +35,10 @@
 #                    in all): once trusted, each window doubles the wait for the next (to 8 times the first),
 #                    so fewer windows open (1-7 here, against 21-30 when every window waited the same);
 #                    identical output
+#   windows_contexts two contexts learn the same loop (--contexts 2), each CUPTI subscription taking 40 ms
+#                    (FAKE_CUPTI_SUBSCRIBE_US): the wait after a window counts for every context, so the
+#                    second context opens none in the run (0.1 s; the wait is over 1.2 s), and replays as
+#                    the trusted program's work; identical output
 #   rests            (with AUTOGRAPH_CUPTI=off) a loop that never repeats: the engine rests, most
 #                    segments and launches go straight to the driver (AUTOGRAPH_REST=0: none); one novel
 #                    for 300 iterations, then repeating: replayed once it repeats, nearly as without
@@ -248,6 +252,14 @@ windows)
     expect run "s['replay']['guard_trusted'] is True and $replayed"
     expect run "1 <= c['attaches'] <= 12"
     python3 -c "import json, sys; print('windows opened:', json.load(open(sys.argv[1]))['cupti']['attaches'])" "$tmp/run.json"
+    ;;
+windows_contexts)
+    plain p --no-unhooked --iters 300 --contexts 2
+    shim run FAKE_CUPTI_SUBSCRIBE_US=40000 -- --no-unhooked --iters 300 --contexts 2
+    same p run
+    expect run "s['replay']['guard_trusted'] is True and c['attaches'] == 1"
+    expect run "sorted(e['learning_windows'] for e in s['replay']['contexts']) == [0, 1]"
+    expect run "len(s['replay']['contexts']) == 2 and all(e['launches_replayed'] > 0 for e in s['replay']['contexts'])"
     ;;
 rests)
     export AUTOGRAPH_CUPTI=off

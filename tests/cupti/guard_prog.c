@@ -4,7 +4,7 @@
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
- *                   [--host-us U] [--before N] [--after N] [--drift K]
+ *                   [--host-us U] [--before N] [--after N] [--drift K] [--contexts 2]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -26,7 +26,9 @@
  *   --after N      deferrable launches after it (default 6; those past the fifteenth launch with grids of
  *                  their own)
  *   --drift K      the loop's grids change every K iterations: a new variant that repeats K times, then
- *                  the next (work the guard has not watched keeps coming, all run long) */
+ *                  the next (work the guard has not watched keeps coming, all run long)
+ *   --contexts 2   each iteration runs twice, in the primary context and then in a second one (on a buffer
+ *                  of its own, folded into the checksum too): two engines learn the same loop */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -160,7 +162,7 @@ static void profiler_detach(void)
 int main(int argc, char **argv)
 {
     int iters = 40, before = BEFORE, after = AFTER, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
-    int novel_until = 0, sync_until = -1, segments = 0, drift = 0;
+    int novel_until = 0, sync_until = -1, segments = 0, drift = 0, contexts = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -188,6 +190,8 @@ int main(int argc, char **argv)
             segments = atoi(argv[++i]);
         else if (strcmp(argv[i], "--drift") == 0 && i + 1 < argc)
             drift = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--contexts") == 0 && i + 1 < argc && strcmp(argv[i + 1], "2") == 0)
+            contexts = 2, i++;
         else if (strcmp(argv[i], "--own-graph") == 0)
             own_graph = 1;
         else if (strcmp(argv[i], "--own-capture") == 0)
@@ -196,7 +200,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
                             "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
                             "[--own-graph | --own-capture] "
-                            "[--host-us U] [--before N] [--after N] [--drift K]\n");
+                            "[--host-us U] [--before N] [--after N] [--drift K] [--contexts 2]\n");
             return 2;
         }
     }
@@ -207,21 +211,31 @@ int main(int argc, char **argv)
     }
     CK(cuInit(0));
     CUdevice dev;
-    CUcontext ctx;
     CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
-    CUmodule mod;
-    CUfunction affine, mix;
-    CK(cuModuleLoadData(&mod, "fakecuda-module guard"));
-    CK(cuModuleGetFunction(&affine, mod, "affine"));
-    CK(cuModuleGetFunction(&mix, mod, "mix"));
-    CUdeviceptr x;
+    /* per context (--contexts 2: the second one made here): its module's functions and its buffer */
+    CUcontext ctxs[2];
+    CUfunction affines[2], mixes[2];
+    CUdeviceptr xs[2];
     uint32_t host[N];
-    for (int i = 0; i < N; i++)
-        host[i] = (uint32_t)i * 7919u;
-    CK(cuMemAlloc(&x, sizeof host));
-    CK(cuMemcpyHtoD(x, host, sizeof host));
+    for (int c = 0; c < contexts; c++) {
+        if (c == 0) {
+            CK(cuDevicePrimaryCtxRetain(&ctxs[0], dev));
+            CK(cuCtxSetCurrent(ctxs[0]));
+        } else {
+            CK(cuCtxCreate(&ctxs[1], NULL, 0, dev)); /* current now */
+        }
+        CUmodule mod;
+        CK(cuModuleLoadData(&mod, "fakecuda-module guard"));
+        CK(cuModuleGetFunction(&affines[c], mod, "affine"));
+        CK(cuModuleGetFunction(&mixes[c], mod, "mix"));
+        for (int i = 0; i < N; i++)
+            host[i] = (uint32_t)i * 7919u + (uint32_t)c;
+        CK(cuMemAlloc(&xs[c], sizeof host));
+        CK(cuMemcpyHtoD(xs[c], host, sizeof host));
+    }
+    CK(cuCtxSetCurrent(ctxs[0]));
+    CUfunction affine = affines[0], mix = mixes[0];
+    CUdeviceptr x = xs[0];
     CUgraphExec own = NULL;
     if (own_graph) {
         CUgraph g;
@@ -245,46 +259,55 @@ int main(int argc, char **argv)
     }
     uint64_t sum = 1469598103934665603ULL;
     for (int it = 0; it < iters; it++) {
-        for (int seg = 0; seg < segments; seg++) {
-            for (int k = 0; k < 4; k++) {
-                uint32_t a = 3u, b = (uint32_t)(seg * 4 + k);
+        for (int c = 0; c < contexts; c++) {
+            if (contexts > 1) {
+                CK(cuCtxSetCurrent(ctxs[c]));
+                affine = affines[c], mix = mixes[c], x = xs[c];
+            }
+            for (int seg = 0; seg < segments; seg++) {
+                for (int k = 0; k < 4; k++) {
+                    uint32_t a = 3u, b = (uint32_t)(seg * 4 + k);
+                    void *p[] = {&x, &a, &b};
+                    CK(cuLaunchKernel(affine, (unsigned)(seg * 4 + k + 2), 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+                }
+                CK(cuStreamSynchronize(NULL));
+            }
+            if (profiler && it == iters / 2 && c == 0)
+                profiler_attach();
+            for (int k = 0; k < before + after; k++) {
+                if (k == before && unhooked && it >= unhooked_from) {
+                    uint32_t u = (uint32_t)it;
+                    void *p[] = {&x, &u};
+                    CK(fakecuda_unhooked_launch(mix, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+                }
+                uint32_t a = 2u * (uint32_t)k + 3u, b = (uint32_t)k + 1u;
                 void *p[] = {&x, &a, &b};
-                CK(cuLaunchKernel(affine, (unsigned)(seg * 4 + k + 2), 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+                /* (launches past the default count get grids of their own: a long run of one signature would be
+                 * found periodic, and replayed inside the first iteration) */
+                unsigned grid = never_repeat || it < novel_until ? (unsigned)(it * (before + after) + k + 1)
+                                : k >= BEFORE + AFTER                 ? (unsigned)k
+                                : drift > 0                           ? 1u + (unsigned)(it / drift) * 100u
+                                                                      : 1u;
+                CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
+                for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
+                    ; /* the host's own work */
             }
+            if (own && c == 0) /* (made in the primary context) */
+                CK(cuGraphLaunch(own, NULL));
+            if (sync_until >= 0 && it >= sync_until && it < iters - 1)
+                continue;
             CK(cuStreamSynchronize(NULL));
+            CK(cuMemcpyDtoH(host, x, sizeof host));
+            sum = fc_prog_fnv(sum, host, sizeof host);
         }
-        if (profiler && it == iters / 2)
-            profiler_attach();
-        for (int k = 0; k < before + after; k++) {
-            if (k == before && unhooked && it >= unhooked_from) {
-                uint32_t u = (uint32_t)it;
-                void *p[] = {&x, &u};
-                CK(fakecuda_unhooked_launch(mix, 1, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
-            }
-            uint32_t a = 2u * (uint32_t)k + 3u, b = (uint32_t)k + 1u;
-            void *p[] = {&x, &a, &b};
-            /* (launches past the default count get grids of their own: a long run of one signature would be
-             * found periodic, and replayed inside the first iteration) */
-            unsigned grid = never_repeat || it < novel_until ? (unsigned)(it * (before + after) + k + 1)
-                            : k >= BEFORE + AFTER                 ? (unsigned)k
-                            : drift > 0                           ? 1u + (unsigned)(it / drift) * 100u
-                                                                  : 1u;
-            CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
-            for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
-                ; /* the host's own work */
-        }
-        if (own)
-            CK(cuGraphLaunch(own, NULL));
-        if (sync_until >= 0 && it >= sync_until && it < iters - 1)
-            continue;
-        CK(cuStreamSynchronize(NULL));
-        CK(cuMemcpyDtoH(host, x, sizeof host));
-        sum = fc_prog_fnv(sum, host, sizeof host);
     }
     if (profiler)
         profiler_detach();
     printf("iterations %d unhooked %d checksum %016llx first %08x last %08x\n", iters, unhooked,
            (unsigned long long)sum, host[0], host[N - 1]);
-    CK(cuMemFree(x));
+    for (int c = contexts - 1; c >= 0; c--) {
+        CK(cuCtxSetCurrent(ctxs[c]));
+        CK(cuMemFree(xs[c]));
+    }
     return 0;
 }
