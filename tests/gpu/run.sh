@@ -2,12 +2,14 @@
 # The whole GPU suite in one call (the device time is scarce): build, every CTest including the GPU
 # ones, the pass-through overhead on a PyTorch step, `autograph bench`, and a short table at the end.
 # Usage on the GPU machine, from the repository root: OUT=$OUT/r bash tests/gpu/run.sh > $OUT/r.txt 2>&1
-# (OUT: where the logs and progress.txt go, 6 files; under the device tool's $OUT they come back even from
-# a run cut off at the call's limit, but only 8 files come back from a call: keep others elsewhere). The whole suite takes well over 10 minutes on an H200, more than one
-# device call allows: split it with RUN_PARTS. Measured (twentieth session, whole calls): ctest 380-435
-# s, bats.python 290-350 s of it; the build with issuer (3 reps), never_repeat and bench 204 s; the build,
-# ctest and issuer (2 reps) 520 s; the build, bats.python, gcn and issuer (1 rep) did not end in 480 s. The
-# `part times:` line at the end (and progress.txt) say what each part took.
+# (OUT: where the logs, the statistics files and progress.txt go; under the device tool's $OUT they come
+# back even from a run cut off at the call's limit, but only 8 files come back from a call, fewer than
+# the parts write: the table on stdout and progress.txt hold the results). The whole suite takes well
+# over 10 minutes on an H200, more than one device call allows: split it with RUN_PARTS. Measured
+# (whole calls): ctest 380-435 s, bats.python 290-350 s of it (407 s on a two-GPU host); the build with
+# issuer (3 reps), never_repeat and bench 204 s; the build, ctest and issuer (2 reps) 520 s; the build,
+# bats.python, gcn and issuer (1 rep) did not end in 480 s; gcn (2 reps) 92 s. The `part times:` line at
+# the end (and progress.txt) say what each part took.
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
 # gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, gcn, probes,
@@ -98,6 +100,8 @@ if want torch && python3 -c "import torch" 2>/dev/null; then
         cmp -s "$T/t_plain.out" "$T/t_noprobe.out" && cmp -s "$T/t_plain.out" "$T/t_ab.out" && same=yes
     torch_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
+sys.path.insert(0, "tests/gpu")
+from ratios import ab_runs, ab_summary
 d = sys.argv[1]
 def med(k, key="step_us"): return statistics.median(float(m) for m in re.findall(key + r': ([0-9.]+)', open(f"{d}/t_{k}.err").read()))
 p, o, a, h = med("plain"), med("off"), med("all"), med("noprobe")
@@ -106,13 +110,11 @@ r = s["replay"]
 hr = json.load(open(f"{d}/t_noprobe.json"))["replay"]
 # within the one process, measured: blocks of 10 steps with the shim and paused in turn (--ab), each
 # run's medians
-ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/t_ab.err").read())]
+ab_text = open(f"{d}/t_ab.err").read()
+ab = ab_runs(ab_text)
 paused = statistics.median(y for _, y in ab) if ab else 0.0
 def ab_part():
-    if not ab:
-        return " | in-process A/B: -"
-    return (f" | in-process A/B, blocks of 10 steps: shim {statistics.median(x for x, _ in ab):.0f} us, paused {paused:.0f} us, "
-            f"{statistics.median(y / x for x, y in ab):.3f}x (the median of {len(ab)} runs' ratios)")
+    return f" | in-process, blocks of 10 steps: {ab_summary(ab_text) or 'A/B -'}"
 # What any tool that leaves Python running can gain at most here: the step's time inside the driver's
 # launch calls (every 16th launch that went straight through timed: the A/B run's paused blocks, and the
 # whole pass-through run) and in its memset, copy and event calls (every 16th timed, counted apart), as a share of the paused
@@ -177,16 +179,16 @@ if want issuer && python3 -c "import torch" 2>/dev/null; then
     same=no
     cmp -s "$T/i_thread.out" "$T/i_inline.out" && cmp -s "$T/i_thread.out" "$T/i_poll.out" && same=yes
     issuer_line=$(python3 - "$T" "$same" <<'PY'
-import json, re, statistics, sys
+import json, statistics, sys
+sys.path.insert(0, "tests/gpu")
+from ratios import ab_summary
 d = sys.argv[1]
 out = []
 for m in ("thread", "inline", "poll"):
-    ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/i_{m}.err").read())]
     r = json.load(open(f"{d}/i_{m}.json"))["replay"]
-    ratio = statistics.median(y / x for x, y in ab) if ab else 0
     iss = r.get("issuer", {})
-    out.append(f"{m}: A/B {ratio:.3f}x (shim {statistics.median(x for x, _ in ab):.0f} us, paused {statistics.median(y for _, y in ab):.0f} us; "
-               f"runs {', '.join(f'{y / x:.3f}' for x, y in ab)}), {r['host_ns_per_match']:.0f} ns per matched launch, "
+    out.append(f"{m}: {ab_summary(open(f'{d}/i_{m}.err').read()) or 'no A/B line'}, "
+               f"{r['host_ns_per_match']:.0f} ns per matched launch, "
                f"per step on any thread: patch {1e3*r['host_ms']['patch']/200:.0f} us, graph launches {1e3*r['host_ms']['graph_launch']/200:.0f} us "
                f"({r['graph_launches']/200:.1f}), issuer {iss}")
 def lm(k):
@@ -222,15 +224,15 @@ if want gcn && python3 -c "import torch_geometric" 2>/dev/null; then
     same=no
     cmp -s "$T/g_plain.out" "$T/g_ab.out" && same=yes
     gcn_line=$(python3 - "$T" "$same" <<'PY'
-import json, re, statistics, sys
+import json, sys
+sys.path.insert(0, "tests/gpu")
+from ratios import ab_summary
 d = sys.argv[1]
-ab = [(float(x), float(y)) for x, y in re.findall(r'ab_step_us: shim ([0-9.]+) paused ([0-9.]+)', open(f"{d}/g_ab.err").read())]
+ab = ab_summary(open(f"{d}/g_ab.err").read())
 s = json.load(open(f"{d}/g_ab.json"))
 r = s["replay"]
 if ab:
-    print(f"A/B {statistics.median(y / x for x, y in ab):.3f}x (shim {statistics.median(x for x, _ in ab):.0f} us, "
-          f"paused {statistics.median(y for _, y in ab):.0f} us; runs {', '.join(f'{y / x:.3f}' for x, y in ab)}), "
-          f"{100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% replayed (half the steps paused), "
+    print(f"{ab}, {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% replayed (half the steps paused), "
           f"{r['host_ns_per_match']:.0f} ns per matched launch, {r['graph_launches'] / 200:.1f} graph launches per step, "
           f"fallbacks {dict((k, v) for k, v in r['fallbacks'].items() if v)} | identical losses: {sys.argv[2]}")
 else:
@@ -414,13 +416,14 @@ want match && mark match "$match_line"
 # loop over the shim's, and CUPTI off's. Needs 2 GPUs; about 13 s a run on a two-H200 host (24 runs).
 multi_line="-"
 if want multi; then
-    if [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
-        multi_line="skipped: needs 2 GPUs, this machine has $(nvidia-smi -L | grep -c '^GPU')"
+    ngpus=$(nvidia-smi -L | grep -c '^GPU')
+    if [ "$ngpus" -lt 2 ]; then
+        multi_line="skipped: needs 2 GPUs, this machine has $ngpus"
     elif ! python3 -c "import torch" 2>/dev/null; then
         multi_line="skipped: no PyTorch"
     else
         OUT=$T/multi REPS=${MULTI_REPS:-3} bash tests/gpu/multi_diag.sh >"$OUT/multi.txt" 2>&1
-        multi_line=$(python3 tests/gpu/multi_ratio.py "$T/multi")
+        multi_line=$(python3 tests/gpu/ratios.py multi "$T/multi")
     fi
 fi
 want multi && mark multi "$multi_line"

@@ -93,17 +93,25 @@ with contextlib.redirect_stderr(out):
     report.ab_report(steps, 3)
 assert out.getvalue() == "ab_step_us: shim 100.0 paused 130.0 blocks 4\n", out.getvalue()
 
-# multi_ratio.py (run.sh's `multi` part): plain's median over the shim's, per mode; a mode without runs
-# says so instead of failing.
+# tests/gpu/ratios.py (run.sh's tables): the A/B line (paused over shim, medians) and, for the `multi`
+# part, plain's median over the shim's per mode; a mode without runs says so instead of failing.
 import subprocess  # noqa: E402
 
+sys.path.insert(0, GPU_TOOLS)
+import ratios  # noqa: E402
+
+assert ratios.ab_runs("x\nab_step_us: shim 100.0 paused 130.0 blocks 4\nab_step_us: shim 110 paused 121\n") == [
+    (100.0, 130.0), (110.0, 121.0)]
+got = ratios.ab_summary("ab_step_us: shim 100.0 paused 130.0 blocks 4\nab_step_us: shim 110 paused 121\n")
+assert got == "A/B 1.200x (shim 105 us, paused 126 us; runs 1.300, 1.100)", got
+assert ratios.ab_summary("no such line") is None
 with tempfile.TemporaryDirectory() as tmp:
     for cfg, times in (("plain", "1100\n900\n1000\n"), ("shim", "800\n1000\n"), ("cupti_off", "1250\n")):
         with open(os.path.join(tmp, "data-parallel." + cfg), "w") as f:
             f.write(times)
-    got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "multi_ratio.py"), tmp], capture_output=True,
+    got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "ratios.py"), "multi", tmp], capture_output=True,
                          text=True, check=True).stdout.strip()
 want = ("data-parallel 1.111x (plain 1000 ms, 900-1100; shim 900 ms; CUPTI off 0.800x; 2 runs); "
         "split - (no runs)")
 assert got == want, got
-print("report.py helpers, multi_ratio.py and every workload's syntax: ok")
+print("report.py helpers, tests/gpu/ratios.py and every workload's syntax: ok")

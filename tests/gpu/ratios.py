@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Ratios that tests/gpu/run.sh reports, read from the runs' outputs (never asserted: printed).
+  ab_runs(text), ab_summary(text): the in-process A/B (the workloads' "ab_step_us: shim S paused P" lines, one a run):
+    paused over shim, the median over the runs, with the medians of each and every run's ratio.
+  ratios.py multi DIR: tests/gpu/multi_diag.sh's per-run files (DIR/MODE.CFG, one steady_ms a line): for
+    each two-GPU mode, plain's median steady loop over the shim's and over CUPTI off's (above 1: faster)."""
+import os
+import re
+import statistics
+import sys
+
+
+def ab_runs(text):
+    """text's A/B runs: (shim, paused) median step times in us, one pair a run."""
+    return [(float(x), float(y)) for x, y in re.findall(r"ab_step_us: shim ([0-9.]+) paused ([0-9.]+)", text)]
+
+
+def ab_summary(text):
+    """The A/B line of text's runs, or None where it has none."""
+    ab = ab_runs(text)
+    if not ab:
+        return None
+    return (f"A/B {statistics.median(y / x for x, y in ab):.3f}x (shim {statistics.median(x for x, _ in ab):.0f} us, "
+            f"paused {statistics.median(y for _, y in ab):.0f} us; runs {', '.join(f'{y / x:.3f}' for x, y in ab)})")
+
+
+def runs(d, mode, cfg):
+    try:
+        with open(os.path.join(d, f"{mode}.{cfg}")) as f:
+            return [float(x) for x in f if x.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def multi(d):
+    out = []
+    for mode in ("data-parallel", "split"):
+        plain, shim, off = (runs(d, mode, c) for c in ("plain", "shim", "cupti_off"))
+        if not plain or not shim:
+            out.append(f"{mode} - (no runs)")
+            continue
+        p, s = statistics.median(plain), statistics.median(shim)
+        line = f"{mode} {p / s:.3f}x (plain {p:.0f} ms, {min(plain):.0f}-{max(plain):.0f}; shim {s:.0f} ms"
+        if off:
+            line += f"; CUPTI off {p / statistics.median(off):.3f}x"
+        out.append(line + f"; {len(shim)} runs)")
+    return "; ".join(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "multi":
+        sys.exit("usage: ratios.py multi DIR")
+    print(multi(sys.argv[2]))
