@@ -11,8 +11,9 @@
 # bats.python, gcn and issuer (1 rep) did not end in 480 s; gcn (2 reps) 92 s. The `part times:` line at
 # the end (and progress.txt) say what each part took.
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
-# gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX restricts it), torch, issuer, gcn, probes,
+# gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
+# CTEST_EXCLUDE='bats.python' leaves them out.
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, issuer, gcn, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
 # build always.
 set -uo pipefail
@@ -51,7 +52,8 @@ mark build
 
 ctest_rc=skipped
 if want ctest; then
-    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 300 ${CTEST_REGEX:+-R "$CTEST_REGEX"} >"$OUT/ctest.log" 2>&1
+    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 300 ${CTEST_REGEX:+-R "$CTEST_REGEX"} \
+        ${CTEST_EXCLUDE:+-E "$CTEST_EXCLUDE"} >"$OUT/ctest.log" 2>&1
     ctest_rc=$?
 fi
 grep -sE "tests passed|tests failed|\*\*\*Failed|Not Run|Skipped|\(Failed\)|\(SKIPPED\)" "$OUT/ctest.log" | tail -40
