@@ -370,24 +370,28 @@ want plan_stats && mark plan_stats "$lb_line"
 # of plain, pass-through (AUTOGRAPH_SCOPE=off) and the default, medians of the loop time; and from the
 # statistics the engine's own time per launch against the driver's (less noisy than the loop times).
 if want never_repeat; then
-: >"$T/nr_plain"; : >"$T/nr_off"; : >"$T/nr_shim"
+: >"$T/nr_plain"; : >"$T/nr_off"; : >"$T/nr_shim"; : >"$T/nr_coff"
 for i in 1 2 3 4 5 6 7 8 9; do
     loop_ms "$T/nr_plain" "$BUILD/bin/never_repeat"
     loop_ms "$T/nr_off" "$SHIM" AUTOGRAPH_SCOPE=off "$BUILD/bin/never_repeat"
     loop_ms "$T/nr_shim" "$SHIM" AUTOGRAPH_STATS="$T/nr$i.json" "$BUILD/bin/never_repeat"
+    loop_ms "$T/nr_coff" "$SHIM" AUTOGRAPH_CUPTI=off "$BUILD/bin/never_repeat"
 done
 nr_line=$(python3 - "$T" <<'PY'
 import json, statistics, sys
 d = sys.argv[1]
-v = {k: [float(x) for x in open(f"{d}/nr_{k}")] for k in ("plain", "off", "shim")}
+v = {k: [float(x) for x in open(f"{d}/nr_{k}")] for k in ("plain", "off", "shim", "coff")}
 if all(v.values()):
-    p, o, s = (statistics.median(v[k]) for k in ("plain", "off", "shim"))
-    r = [json.load(open(f"{d}/nr{i}.json"))["replay"] for i in range(1, 10)]
+    p, o, s, c = (statistics.median(v[k]) for k in ("plain", "off", "shim", "coff"))
+    st = [json.load(open(f"{d}/nr{i}.json")) for i in range(1, 10)]
+    r = [x["replay"] for x in st]
+    wins = statistics.median(sum(c.get("learning_windows", 0) for c in x["replay"].get("contexts", [])) for x in st)
     own = statistics.median(x["host_ns_engine_per_eager_launch"] for x in r)
     per = statistics.median(x["host_ns_engine_per_launch"] for x in r)
     drv = statistics.median(x["host_ns_per_eager_launch"] for x in r)
     through = statistics.median(x["launches_eager_through_engine"] for x in r)
-    print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({o / p:.3f}x) | default {s:.1f} ms ({s / p:.3f}x); "
+    print(f"plain {p:.1f} ms | pass-through {o:.1f} ms ({o / p:.3f}x) | default {s:.1f} ms ({s / p:.3f}x; "
+          f"{wins:.0f} CUPTI learning windows) | AUTOGRAPH_CUPTI=off {c:.1f} ms ({c / p:.3f}x); "
           f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f} | engine {per:.0f} ns per launch against "
           f"the driver's {drv:.0f} ns ({100 * per / drv:.1f}%): {own:.0f} ns on each of the {through:.0f} launches "
           f"it saw, the others passed while it rested ({statistics.median(x['rests'] for x in r):.0f} rests, "
