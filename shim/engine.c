@@ -202,6 +202,9 @@ struct engine {
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
     ag_sampler_t eager_launches; /* the driver's time of sampled eager launches (outside the lock) */
+    /* the timed held-back launches (host_ns_per_match's samples), for their median: a mean that one
+     * preempted launch in a hundred moves by its share of the time slice */
+    ag_sampler_t matched;
     /* the engine's own time for a launch it does not hold back, from its entry to the driver call
      * (sampled as host_ns_per_match is): what a program that never repeats pays per launch */
     atomic_ullong eager_own_ns, eager_own_timed;
@@ -1709,6 +1712,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             uint64_t ns = end - t0, to_lock = sample_ts[TS_LOCKED] > t0 ? sample_ts[TS_LOCKED] - t0 : 0;
             /* each interval holds about one clock read of its own, and the whole one also the read between */
             E.match_ns += ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0;
+            ag_sampler_add(&E.matched, ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0);
             E.match_lock_ns += to_lock > E.timer_ns ? to_lock - E.timer_ns : 0;
             E.match_timed++;
         }
@@ -3041,10 +3045,10 @@ typedef struct {
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
     uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns;
-    double s_busy_ms, s_span_ms, eager_median;
+    double s_busy_ms, s_span_ms, eager_median, match_median;
     size_t variants, async_ptrs;
     int guard_stopped, ctx_ended;
-    unsigned long long eager_n, eager_sum, eager_best_n;
+    unsigned long long eager_n, eager_sum, eager_best_n, match_best_n;
     ag_graph_stats_t gs;
 } totals_t;
 
@@ -3090,6 +3094,11 @@ static void add_totals(void *arg)
     if (n > t->eager_best_n) { /* the median of the engine with the most samples */
         t->eager_best_n = n;
         t->eager_median = ag_sampler_median(&E.eager_launches);
+    }
+    n = atomic_load(&E.matched.n);
+    if (n > t->match_best_n) { /* the same for the held-back launches */
+        t->match_best_n = n;
+        t->match_median = ag_sampler_median(&E.matched);
     }
 }
 
@@ -3147,7 +3156,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_device_bytes\": %zu,\n    \"graphs_evicted\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
-               "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_to_lock\": %.1f,\n"
+               "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_median\": %.1f,\n"
+               "    \"host_ns_per_match_to_lock\": %.1f,\n"
                "    \"host_ns_per_eager_launch\": %.1f,\n    \"host_ns_per_eager_launch_median\": %.1f,\n"
                "    \"host_ns_engine_per_eager_launch\": %.1f,\n"
                "    \"launches_eager_through_engine\": %llu,\n    \"host_ns_engine_per_launch\": %.1f,\n"
@@ -3168,7 +3178,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)t.deferred, (unsigned long long)t.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
             (unsigned long long)gs.evicted, (unsigned long long)t.graph_launches, (unsigned long long)gs.patched,
-            per_match, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,
+            per_match, t.match_median, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,
             (unsigned long long)t.rests, (unsigned long long)t.rested_segments,
             (unsigned long long)t.rest_ended_by_ops, saved_ms, t.variants,
             (unsigned long long)t.copies_out, (unsigned long long)gs.thread_stages,

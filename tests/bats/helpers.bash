@@ -60,7 +60,7 @@ rep = r.get("launches_replayed", 0)
 fb = {k: v for k, v in r.get("fallbacks", {}).items() if v}
 print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} replayed={rep:<7} "
       f"({100.0 * rep / max(1, n):5.1f}%) graphs={r.get('graphs_built', 0):<4} "
-      f"ns/match={r.get('host_ns_per_match', 0):.0f}({r.get('host_ns_per_match_to_lock', 0):.0f} to lock) fallbacks={fb or '-'} "
+      f"ns/match={r.get('host_ns_per_match', 0):.0f}(median {r.get('host_ns_per_match_median', 0):.0f}, {r.get('host_ns_per_match_to_lock', 0):.0f} to lock) fallbacks={fb or '-'} "
       f"unmatched={s.get('unmatched_proc_names') or '-'} unhooked={c.get('unhooked', '-')}"
       f"{c.get('unhooked_names') or ''} cupti={c.get('mode', '-')}/{c.get('state', '-')}"
       f" det={c.get('detaches', '-')} busy={c.get('gpu_busy_learning', '-')}"

@@ -142,7 +142,7 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
       f"{med('plain', 'steady_ms') / med('all', 'steady_ms'):.3f}x, without probes {med('plain', 'steady_ms') / med('noprobe', 'steady_ms'):.3f}x"
       f" | probes {r['profit']} | stall flushes {r.get('stall_flushes', '-')} (0 expected: the step never waits 100 ms with work held)"
       f" | identical losses: {sys.argv[2]} | replayed "
-      f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch ({r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
+      f"{100.0*r['launches_replayed']/max(1,s['launches']):.1f}% | {r['host_ns_per_match']:.0f} ns per matched launch (median {r.get('host_ns_per_match_median', 0):.0f}; {r['host_ns_per_match_to_lock']:.0f} until the lock is held; by phase "
       + ", ".join(f"{k} {v:.0f}" for k, v in r['host_ns_per_match_phases'].items()) + ") | per step: patch "
       f"{1e3*r['host_ms']['patch']/200:.0f} us ({r['nodes_patched']/200:.0f} nodes; in the driver: "
       + ", ".join(f"{k} {1e3*r['host_ms_patch_driver_by_kind'][k]/200:.0f} us for {r['nodes_patched_by_kind'][k]/200:.1f}"
@@ -190,7 +190,7 @@ for m in ("thread", "inline", "poll"):
     r = json.load(open(f"{d}/i_{m}.json"))["replay"]
     iss = r.get("issuer", {})
     out.append(f"{m}: {ab_summary(open(f'{d}/i_{m}.err').read()) or 'no A/B line'}, "
-               f"{r['host_ns_per_match']:.0f} ns per matched launch, "
+               f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r.get('host_ns_per_match_median', 0):.0f}), "
                f"per step on any thread: patch {1e3*r['host_ms']['patch']/200:.0f} us, graph launches {1e3*r['host_ms']['graph_launch']/200:.0f} us "
                f"({r['graph_launches']/200:.1f}), issuer {iss}")
 def lm(k):
@@ -235,7 +235,7 @@ s = json.load(open(f"{d}/g_ab.json"))
 r = s["replay"]
 if ab:
     print(f"{ab}, {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% replayed (half the steps paused), "
-          f"{r['host_ns_per_match']:.0f} ns per matched launch, {r['graph_launches'] / 200:.1f} graph launches per step, "
+          f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r.get('host_ns_per_match_median', 0):.0f}), {r['graph_launches'] / 200:.1f} graph launches per step, "
           f"fallbacks {dict((k, v) for k, v in r['fallbacks'].items() if v)} | identical losses: {sys.argv[2]}")
 else:
     print(f"no A/B line | identical losses: {sys.argv[2]}")
