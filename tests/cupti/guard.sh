@@ -305,6 +305,27 @@ gpu_bound)
     same p forced
     expect forced "s['replay']['segments_gpu_bound'] == 0 and s['replay']['launches_replayed'] > 0"
     ;;
+warmup1_plan)
+    # AUTOGRAPH_WARMUP=1 opens the learning window at a chunk's first sighting, in the first iteration:
+    # the next one, the first whole under it, ran 2.4 ms against 1.4 on the H200 (CUPTI's first launches)
+    # and its timing judged launch_bound's replay host-paced, a plan 1.47x slower per iteration. Such a
+    # window times two whole sightings and plans from the cheaper: here one of them (iteration 1, then
+    # iteration 2) is made 100 us a launch slower on the host, and the loop (GPU 3 us a kernel, the host
+    # 1-3 us a launch as replay takes it) must still be found paced by the GPU.
+    # (AUTOGRAPH_GPU_BOUND=0: on a loaded machine the fake GPU's spinning kernels can stretch past the
+    # GPU-bound line, which would leave the loop eager; and up to three runs each, every one with identical
+    # output: a preemption inside the cheaper sighting can still make both look host-paced.)
+    for slow in 1 2; do
+        args=(--no-unhooked --no-copy --iters 30 --spin-us 3 --slow-iter "$slow:100")
+        plain p$slow "${args[@]}"
+        for attempt in 1 2 3; do
+            shim run$slow AUTOGRAPH_WARMUP=1 AUTOGRAPH_GPU_BOUND=0 AUTOGRAPH_LOG=debug -- "${args[@]}"
+            same p$slow run$slow
+            expect run$slow "s['replay']['segments_planned'] == 1 and s['replay']['segments_gpu_paced'] == 1 and s['replay']['launches_replayed'] >= 20 * 15" && break
+            [ $attempt = 3 ] && { echo "FAILED: warmup1_plan: slow iteration $slow: not found paced by the GPU in 3 runs"; exit 1; }
+        done
+    done
+    ;;
 model_plan)
     args=(--no-unhooked --iters 30 --spin-us 20 --host-us 800)
     plain p "${args[@]}"

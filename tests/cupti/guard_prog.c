@@ -4,7 +4,8 @@
  * launched before it; then syncs and folds the buffer into a checksum, printed at the end.
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
- *                   [--host-us U] [--before N] [--after N] [--drift K] [--contexts 2]
+ *                   [--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U]
+ *                   [--no-copy]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -28,7 +29,12 @@
  *   --drift K      the loop's grids change every K iterations: a new variant that repeats K times, then
  *                  the next (work the guard has not watched keeps coming, all run long)
  *   --contexts 2   each iteration runs twice, in the primary context and then in a second one (on a buffer
- *                  of its own, folded into the checksum too): two engines learn the same loop */
+ *                  of its own, folded into the checksum too): two engines learn the same loop
+ *   --slow-iter K:U  in iteration K only, the host works U microseconds after every launch: one sighting
+ *                  whose host time is inflated (as CUPTI's first launches inflate an iteration on the H200)
+ *                  while the iterations around it are not
+ *   --no-copy      iterations end with the sync alone (the buffer is read back after the loop): one segment
+ *                  per iteration, as launch_bound's */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -48,6 +54,12 @@
 #define AFTER 6 /* deferrable launches after it (--after) */
 
 static long spin_us, host_us;
+
+static void host_work(long us)
+{
+    for (uint64_t end = fc_prog_now_ns() + (uint64_t)us * 1000u; us && fc_prog_now_ns() < end;)
+        ; /* the host's own work */
+}
 
 
 /* x[i] = x[i] * a + b: affine maps of different coefficients do not commute, so any reordering
@@ -162,7 +174,9 @@ static void profiler_detach(void)
 int main(int argc, char **argv)
 {
     int iters = 40, before = BEFORE, after = AFTER, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
-    int novel_until = 0, sync_until = -1, segments = 0, drift = 0, contexts = 1;
+    int novel_until = 0, sync_until = -1, segments = 0, drift = 0, contexts = 1, slow_iter = -1;
+    long slow_us = 0;
+    int copy = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -196,11 +210,15 @@ int main(int argc, char **argv)
             own_graph = 1;
         else if (strcmp(argv[i], "--own-capture") == 0)
             own_capture = 1;
+        else if (strcmp(argv[i], "--slow-iter") == 0 && i + 1 < argc && sscanf(argv[i + 1], "%d:%ld", &slow_iter, &slow_us) == 2)
+            i++;
+        else if (strcmp(argv[i], "--no-copy") == 0)
+            copy = 0;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
                             "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
                             "[--own-graph | --own-capture] "
-                            "[--host-us U] [--before N] [--after N] [--drift K] [--contexts 2]\n");
+                            "[--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U] [--no-copy]\n");
             return 2;
         }
     }
@@ -289,16 +307,20 @@ int main(int argc, char **argv)
                                 : drift > 0                           ? 1u + (unsigned)(it / drift) * 100u
                                                                       : 1u;
                 CK(cuLaunchKernel(affine, grid, 1, 1, 32, 1, 1, 0, NULL, p, NULL));
-                for (uint64_t end = fc_prog_now_ns() + (uint64_t)host_us * 1000u; k == 3 && fc_prog_now_ns() < end;)
-                    ; /* the host's own work */
+                if (k == 3)
+                    host_work(host_us);
+                if (it == slow_iter)
+                    host_work(slow_us);
             }
             if (own && c == 0) /* (made in the primary context) */
                 CK(cuGraphLaunch(own, NULL));
             if (sync_until >= 0 && it >= sync_until && it < iters - 1)
                 continue;
             CK(cuStreamSynchronize(NULL));
-            CK(cuMemcpyDtoH(host, x, sizeof host));
-            sum = fc_prog_fnv(sum, host, sizeof host);
+            if (copy || it == iters - 1) {
+                CK(cuMemcpyDtoH(host, x, sizeof host));
+                sum = fc_prog_fnv(sum, host, sizeof host);
+            }
         }
     }
     if (profiler)
