@@ -48,7 +48,10 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                              "ended); 'inline' on the program's thread, which waits for it."},
     [AG_OPT_WARMUP] = {"AUTOGRAPH_WARMUP", AG_OPT_INT, "2", "1..1000",
                        "How many times a chunk of work must be seen, identically, before it is deferred and "
-                       "replayed from a CUDA graph."},
+                       "replayed from a CUDA graph. With 1, CUPTI's learning window opens in the first "
+                       "iteration and times two iterations eagerly instead of one (the first one it sees whole "
+                       "can run several times slower, too slow to plan from): replay starts one iteration "
+                       "earlier than with 2, not two."},
     [AG_OPT_CHUNK] = {"AUTOGRAPH_CHUNK", AG_OPT_INT, "128", "4..8192",
                       "Most operations per graph. Long segments are cut into chunks so that the GPU runs one "
                       "chunk while the CPU issues the next; chunks shrink toward the expected sync point."},
