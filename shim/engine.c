@@ -274,7 +274,7 @@ struct engine {
 };
 
 /* Zero until made (engine_of sets each one up; all-zero is glibc's PTHREAD_MUTEX_INITIALIZER, for the
- * fork handlers that lock every slot): the array stays out of the library's file (about 64 KB each). */
+ * fork handlers that lock every slot): the array stays out of the library's file (about 80 KB each). */
 static struct engine engines[AG_MAX_ENGINES];
 /* engines made so far (each with its context set before it is counted) */
 static atomic_int n_engines;
