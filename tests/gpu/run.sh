@@ -8,8 +8,10 @@
 # over 10 minutes on an H200, more than one device call allows: split it with RUN_PARTS. Measured
 # (whole calls): ctest 380-435 s, bats.python 290-350 s of it (407 s on a two-GPU host); the build with
 # issuer (3 reps), never_repeat and bench 204 s; the build, ctest and issuer (2 reps) 520 s; the build,
-# bats.python, gcn and issuer (1 rep) did not end in 480 s; gcn (2 reps) 92 s. The `part times:` line at
-# the end (and progress.txt) say what each part took.
+# bats.python, gcn and issuer (1 rep) did not end in 480 s; gcn (2 reps) 92 s. By part (twenty-second
+# session, one H200): build 12-13 s (warm), ctest with CTEST_EXCLUDE=bats.python 123 s, bats.python 367 s,
+# torch 114 s (2 reps) or 75 s (1), issuer 89-92 s (2 reps), gcn 79 s (2 reps), never_repeat 31 s, match
+# 17-19 s, bench 73 s. The `part times:` line at the end (and progress.txt) say what each part took.
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
 # gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
 # CTEST_EXCLUDE='bats.python' leaves them out.
