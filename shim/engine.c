@@ -1173,9 +1173,10 @@ static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
  * graph would stop its timing (the window closes at the first graph launch), and only whole segments are
  * timed (segment_end); the modeled plan needs one whole sighting timed operation by operation. A window
  * opened at a chunk's first sighting (AUTOGRAPH_WARMUP=1) holds its first two: the program's second
- * iteration, the first one whole under it, can run at several times its later host cost (launch_bound on
- * the H200: 2.4 ms against 1.4, which judged its replay host-paced and cut it 1.47x slower than the
- * plan of a later sighting), and resolve_timings plans from the cheaper one. */
+ * iteration, the first one whole under it, can cost several times a later one's host time as replay
+ * takes it (launch_bound on the H200: 896 us against 217; 2.4 ms against 1.4 in all), which judged its
+ * replay host-paced and cut it 1.47x slower than the plan of a later sighting; resolve_timings plans
+ * from the cheaper one. */
 static int hold_for_timing(void)
 {
     if (!E.cupti_learning || !E.seg_timed || !E.seg_whole || E.window_whole >= (E.window_early ? 2 : 1))
