@@ -307,8 +307,9 @@ gpu_bound)
     ;;
 warmup1_plan)
     # AUTOGRAPH_WARMUP=1 opens the learning window at a chunk's first sighting, in the first iteration:
-    # the next one, the first whole under it, ran 2.4 ms against 1.4 on the H200 (CUPTI's first launches)
-    # and its timing judged launch_bound's replay host-paced, a plan 1.47x slower per iteration. Such a
+    # the next one, the first whole under it, ran 2.4 ms against 1.4 on the H200 (the process's second
+    # iteration, the window just opened) and its timing judged launch_bound's replay host-paced, a plan
+    # 1.47x slower per iteration. Such a
     # window times two whole sightings and plans from the cheaper: here one of them (iteration 1, then
     # iteration 2) is made 100 us a launch slower on the host, and the loop (GPU 3 us a kernel, the host
     # 1-3 us a launch as replay takes it) must still be found paced by the GPU.
