@@ -202,9 +202,10 @@ struct engine {
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
     ag_sampler_t eager_launches; /* the driver's time of sampled eager launches (outside the lock) */
-    /* the timed held-back launches (host_ns_per_match's samples), for their median: a mean that one
-     * preempted launch in a hundred moves by its share of the time slice */
-    ag_sampler_t matched;
+    /* the last timed held-back launches (host_ns_per_match's samples, the match_timed-th at
+     * match_timed % AG_SAMPLER_RING; under the lock), for their median: a mean that one preempted launch
+     * in a hundred moves by its share of the time slice */
+    uint32_t matched_ns[AG_SAMPLER_RING];
     /* the engine's own time for a launch it does not hold back, from its entry to the driver call
      * (sampled as host_ns_per_match is): what a program that never repeats pays per launch */
     atomic_ullong eager_own_ns, eager_own_timed;
@@ -433,14 +434,14 @@ static void resolve_timings(void)
      * (UINT64_MAX: not timed operation by operation) */
     uint64_t kgpu[MAX_TIMING_REQS], replay_host[MAX_TIMING_REQS];
     int known[MAX_TIMING_REQS];
+    ag_optime_t *ts[MAX_TIMING_REQS];
+    ag_plan_params_t ps[MAX_TIMING_REQS];
     for (int i = 0; i < E.ntreq; i++) {
         known[i] = ag_cupti_gpu_ns(E.treq[i].op0, E.treq[i].op1, E.treq[i].kernels, &kgpu[i]);
-        ag_plan_params_t p;
-        ag_optime_t *t = known[i] ? op_times(i, &p) : NULL;
-        replay_host[i] = t ? 0 : UINT64_MAX;
-        for (uint64_t k = 0; t && k < E.treq[i].op1 - E.treq[i].op0; k++)
-            replay_host[i] += t[k].host_ns;
-        free(t);
+        ts[i] = known[i] ? op_times(i, &ps[i]) : NULL;
+        replay_host[i] = ts[i] ? 0 : UINT64_MAX;
+        for (uint64_t k = 0; ts[i] && k < E.treq[i].op1 - E.treq[i].op0; k++)
+            replay_host[i] += ts[i][k].host_ns;
     }
     for (int i = 0; i < E.ntreq; i++) {
         /* a segment timed more than once (see hold_for_timing) is planned from its cheapest sighting: what
@@ -450,11 +451,9 @@ static void resolve_timings(void)
             dearer = j != i && known[j] && E.treq[j].seed == E.treq[i].seed &&
                      E.treq[j].op1 - E.treq[j].op0 == E.treq[i].op1 - E.treq[i].op0 &&
                      (replay_host[j] < replay_host[i] || (replay_host[j] == replay_host[i] && j > i));
-        uint64_t gpu_ns = kgpu[i];
         if (!known[i] || dearer)
             continue;
-        ag_plan_params_t p;
-        ag_optime_t *t = op_times(i, &p);
+        const ag_optime_t *t = ts[i];
         if (t && AG_LOG_ON(AG_LOG_DEBUG)) {
             uint64_t n = E.treq[i].op1 - E.treq[i].op0, host = 0, gpu = 0, big = 0, at = 0;
             for (uint64_t k = 0; k < n; k++) {
@@ -468,16 +467,17 @@ static void resolve_timings(void)
                    (unsigned long long)at, (double)gpu / 1e3);
         }
         uint64_t planned = E.learner.segments_planned;
-        ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), gpu_ns,
-                          E.treq[i].host_ns, t, &p);
+        ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), kgpu[i],
+                          E.treq[i].host_ns, t, &ps[i]);
         if (t && E.learner.model_chunks)
             ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us",
                    E.learner.model_chunks, (double)E.learner.model_ns / 1e3, E.learner.default_chunks,
                    (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3);
-        free(t);
         if (E.learner.segments_planned != planned)
             log_plan(E.treq[i].seed);
     }
+    for (int i = 0; i < E.ntreq; i++)
+        free(ts[i]);
     E.ntreq = 0;
 }
 
@@ -1740,8 +1740,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         } else {
             uint64_t ns = end - t0, to_lock = sample_ts[TS_LOCKED] > t0 ? sample_ts[TS_LOCKED] - t0 : 0;
             /* each interval holds about one clock read of its own, and the whole one also the read between */
-            E.match_ns += ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0;
-            ag_sampler_add(&E.matched, ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0);
+            ns = ns > 2 * E.timer_ns ? ns - 2 * E.timer_ns : 0;
+            E.match_ns += ns;
+            E.matched_ns[E.match_timed % AG_SAMPLER_RING] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
             E.match_lock_ns += to_lock > E.timer_ns ? to_lock - E.timer_ns : 0;
             E.match_timed++;
         }
@@ -3124,10 +3125,9 @@ static void add_totals(void *arg)
         t->eager_best_n = n;
         t->eager_median = ag_sampler_median(&E.eager_launches);
     }
-    n = atomic_load(&E.matched.n);
-    if (n > t->match_best_n) { /* the same for the held-back launches */
-        t->match_best_n = n;
-        t->match_median = ag_sampler_median(&E.matched);
+    if (E.match_timed > t->match_best_n) { /* the same for the held-back launches */
+        t->match_best_n = E.match_timed;
+        t->match_median = ag_median_u32(E.matched_ns, E.match_timed);
     }
 }
 

@@ -146,6 +146,9 @@ typedef struct {
 void ag_sampler_add(ag_sampler_t *s, uint64_t ns);
 /* The median of the samples in the ring (0 when none); not for the launch path (sorts a copy). */
 double ag_sampler_median(ag_sampler_t *s);
+/* The same for a plain ring of AG_SAMPLER_RING values that n samples were written to in turn (a writer
+ * that holds a lock the reader takes too). */
+double ag_median_u32(const uint32_t *ring, uint64_t n);
 /* Kernel launches that went straight to the driver (the engine off: AUTOGRAPH_SCOPE=off, paused,
  * resting): every 16th of a thread is timed, the driver call alone (interpose.c). And, counted apart,
  * every 16th memset, copy and event record or wait the engine could have held back (not a device-to-host

@@ -387,7 +387,7 @@ if all(v.values()):
     p, o, s, c = (statistics.median(v[k]) for k in ("plain", "off", "shim", "coff"))
     st = [json.load(open(f"{d}/nr{i}.json")) for i in range(1, 10)]
     r = [x["replay"] for x in st]
-    wins = statistics.median(sum(c.get("learning_windows", 0) for c in x["replay"].get("contexts", [])) for x in st)
+    wins = statistics.median(sum(ctx.get("learning_windows", 0) for ctx in x["replay"].get("contexts", [])) for x in st)
     own = statistics.median(x["host_ns_engine_per_eager_launch"] for x in r)
     per = statistics.median(x["host_ns_engine_per_launch"] for x in r)
     drv = statistics.median(x["host_ns_per_eager_launch"] for x in r)
