@@ -125,5 +125,6 @@ __attribute__((constructor)) static void ag_start(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     ag_engine_start();
     atexit(at_exit);
-    ag_log(AG_LOG_DEBUG, "loaded into pid %d (scope %s)", (int)getpid(), ag_opt(AG_OPT_SCOPE)->text);
+    ag_log(AG_LOG_DEBUG, "loaded into pid %d (scope %s) at CLOCK_MONOTONIC %.6f s", (int)getpid(),
+           ag_opt(AG_OPT_SCOPE)->text, ag_log_t0_s());
 }

@@ -62,7 +62,9 @@ for m in "${modes[@]}"; do
     mode_env "$m"
     echo "  $m: $(env "${e[@]}" AG_ITER_US=24 "$B/bin/$smp" "${a[@]}" 2>&1 >/dev/null | sed -n 's/^iter_us: //p')"
 done
-echo "debug log of one default run, with the iterations marked:"
+echo "debug log of one default run, with the iterations marked (times: ms after the shim loaded):"
+# the sample's "iter I at T ms" (CLOCK_MONOTONIC) on the shim's clock, whose "loaded" line gives its zero
 LD_PRELOAD="$L" AUTOGRAPH_LOG=${LB_LOG:-debug} AG_ITER_US=24 "$B/bin/$smp" 2>&1 >/dev/null | grep -E '^autograph|^iter' |
-    grep -v 'layout of' | head -${LB_LOG_LINES:-80}
+    grep -v 'layout of' | awk '/at CLOCK_MONOTONIC/ { for (i = 1; i < NF; i++) if ($i == "MONOTONIC") t0 = $(i + 1) * 1000 }
+        /^iter [0-9]+ at / { printf "iter %s [%.3f ms]\n", $2, $4 - t0; next } { print }' | head -${LB_LOG_LINES:-80}
 

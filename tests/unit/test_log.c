@@ -1,7 +1,8 @@
 /* Unit tests of logging: stderr only with the 'autograph:' prefix, level filter, errno kept, repeated
- * messages capped. */
+ * messages capped, debug lines timed from ag_log_init. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,6 +61,19 @@ int main(void)
     CHECK(count_lines(buf) == AG_LOG_CAP + 1);
     CHECK(strstr(buf, "suppressed") != NULL);
     CHECK(strstr(buf, "repeated 4") != NULL && strstr(buf, "repeated 5") == NULL);
+
+    /* Debug (and trace) lines carry the milliseconds since ag_log_init, warnings do not. */
+    ag_log_init(AG_LOG_DEBUG);
+    CHECK(ag_log_t0_s() > 0.0);
+    ag_log(AG_LOG_DEBUG, "timed %d", 7);
+    drain(buf, sizeof buf);
+    double ms = -1.0;
+    char tail[64] = "";
+    CHECK(sscanf(buf, "autograph: debug: [%lf ms] %63[^\n]", &ms, tail) == 2);
+    CHECK(ms >= 0.0 && ms < 60000.0 && strcmp(tail, "timed 7") == 0);
+    ag_log(AG_LOG_WARN, "plain");
+    drain(buf, sizeof buf);
+    CHECK(strcmp(buf, "autograph: warn: plain\n") == 0);
 
     dup2(saved_stderr, 2);
     return CHECK_DONE();
