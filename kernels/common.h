@@ -116,9 +116,11 @@ static inline double ag_now_ms(void) {
  * "steady_ms" is the time of that half, once learning and one-time set-up are over. */
 static double ag_half_mark_ms = -1.0;
 /* AG_ITER_US=N (a diagnostic, read once): the first N iterations' times (us, from one ag_loop_mark to
- * the next, the last to ag_report_loop) go to stderr as one "iter_us:" line, and each of them starts
- * with an "iter I at T ms" line (between the shim's debug lines, it says where and when they came). */
-#define AG_ITER_MAX 64
+ * the next, the last to ag_report_loop) go to stderr as one "iter_us:" line, and each of the first 64
+ * starts with an "iter I at T ms" line (CLOCK_MONOTONIC, which the shim's "loaded" line gives too: between
+ * the shim's debug lines, it says where and when they came). */
+#define AG_ITER_MAX 4096
+#define AG_ITER_MARKS 64
 static double ag_iter_ms[AG_ITER_MAX + 1];
 static long ag_iter_n = -1;
 static inline void ag_loop_mark(long it, long iters) {
@@ -128,8 +130,7 @@ static inline void ag_loop_mark(long it, long iters) {
     if (ag_iter_n > AG_ITER_MAX || ag_iter_n < 0) ag_iter_n = AG_ITER_MAX;
   }
   if (it <= ag_iter_n) ag_iter_ms[it] = ag_now_ms();
-  /* places the shim's debug lines: "iter I at T ms" (CLOCK_MONOTONIC, which the shim's "loaded" line gives too) */
-  if (it < ag_iter_n) fprintf(stderr, "iter %ld at %.3f ms\n", it, ag_iter_ms[it]);
+  if (it < ag_iter_n && it < AG_ITER_MARKS) fprintf(stderr, "iter %ld at %.3f ms\n", it, ag_iter_ms[it]);
   if (it == iters / 2) ag_half_mark_ms = ag_now_ms();
 }
 static inline void ag_report_loop(double ms) {

@@ -34,8 +34,9 @@ for i in $(seq "$reps"); do # REPS 0: only the iterations and the log below
     for m in "${modes[@]}"; do
         mode_env "$m"
         [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$T/$m.json")
-        env "${e[@]}" "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
+        env "${e[@]}" AG_ITER_US="${LB_ITERS:-600}" "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
         sed -n 's/^loop_ms: //p' "$T/$m.err" >>"$T/$m.loop"
+        sed -n 's/^iter_us: //p' "$T/$m.err" >>"$T/$m.iters"
         sed -n 's/^steady_ms: //p' "$T/$m.err" >>"$T/$m.steady"
     done
 done
@@ -55,6 +56,20 @@ for m in modes:
     except Exception:
         pass
     print(f"  {m:10s} | {lp:8.2f} ({lp / h_loop:.3f}x) | {st:7.2f} ({st / h_st:.3f}x) | {lp - 2 * st:6.2f}{extra}")
+# Where the time over the hand graph goes: each run's iterations (AG_ITER_US) summed by phase, the
+# medians over the runs, and what each phase costs over the hand graph's.
+phases = [(0, 2), (2, 6), (6, 24), (24, iters // 2), (iters // 2, iters)]
+def by_phase(m):
+    runs = [[float(x) for x in line.split()] for line in open(f"{d}/{m}.iters") if len(line.split()) >= iters]
+    return [statistics.median(sum(r[a:b]) for r in runs) / 1e3 for a, b in phases] if runs else None
+hand = by_phase("hand")
+if hand:
+    print(f"{smp}: ms by iterations (medians of the runs' sums), over the hand graph's in brackets")
+    print("  mode       | " + " | ".join(f"{a}-{b - 1}" for a, b in phases))
+    for m in modes:
+        p = by_phase(m)
+        if p:
+            print(f"  {m:10s} | " + " | ".join(f"{x:.2f} ({x - h:+.2f})" for x, h in zip(p, hand)))
 PY
 # The first iterations one by one (us), once per mode: where the fixed cost lands.
 echo "$smp: the first 24 iterations (us), one run each:"
@@ -65,6 +80,6 @@ done
 echo "debug log of one default run, with the iterations marked (times: ms after the shim loaded):"
 # the sample's "iter I at T ms" (CLOCK_MONOTONIC) on the shim's clock, whose "loaded" line gives its zero
 LD_PRELOAD="$L" AUTOGRAPH_LOG=${LB_LOG:-debug} AG_ITER_US=24 "$B/bin/$smp" 2>&1 >/dev/null | grep -E '^autograph|^iter' |
-    grep -v 'layout of' | awk '/at CLOCK_MONOTONIC/ { for (i = 1; i < NF; i++) if ($i == "MONOTONIC") t0 = $(i + 1) * 1000 }
+    grep -v 'layout of' | awk '/at CLOCK_MONOTONIC/ { for (i = 1; i < NF; i++) if ($i == "CLOCK_MONOTONIC") t0 = $(i + 1) * 1000 }
         /^iter [0-9]+ at / { printf "iter %s [%.3f ms]\n", $2, $4 - t0; next } { print }' | head -${LB_LOG_LINES:-80}
 
