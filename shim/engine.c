@@ -557,8 +557,30 @@ static void cupti_learning(int on)
 }
 
 /* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
+/* At debug level, a timed segment (or its part after CUPTI attached) as the host spent it: in the driver's
+ * calls and outside them (the program's own work and the shim's learning), and its dearest driver call. */
+static void log_timed_segment(uint64_t now)
+{
+    uint64_t n = E.ops - E.seg_op0, drv = 0, big = 0, at = 0, known = 0;
+    for (uint64_t op = E.seg_op0; op < E.ops; op++) {
+        const __typeof__(optimes[0]) *r = &optimes[op % OPT_RING];
+        if (r->tag != op + 1)
+            continue;
+        known++;
+        drv += r->drv_ns;
+        if (r->drv_ns > big)
+            big = r->drv_ns, at = op - E.seg_op0;
+    }
+    ag_log(AG_LOG_DEBUG, "%s of %llu operations timed: host %.1f us, %.1f us of it in %llu driver calls (the "
+                         "dearest %.1f us at operation %llu)", E.seg_whole ? "segment" : "segment's part",
+           (unsigned long long)n, (double)(now - E.seg_t0) / 1e3, (double)drv / 1e3, (unsigned long long)known,
+           (double)big / 1e3, (unsigned long long)at);
+}
+
 static void segment_end(void)
 {
+    if (E.seg_timed && E.seg_t0 && AG_LOG_ON(AG_LOG_DEBUG))
+        log_timed_segment(ag_now_ns());
     /* Only whole segments: the part after CUPTI attached mid-segment may be all GPU work (an optimizer's
      * kernels at the end of a step, say) and would judge a host-bound segment GPU-bound. */
     if (!E.seg_timed || !E.seg_kernels || !E.seg_t0 || !E.seg_whole)

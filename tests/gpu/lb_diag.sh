@@ -4,7 +4,8 @@
 # for each, the medians of the whole loop (loop_ms) and of its second half (steady_ms, after learning),
 # and the fixed cost estimated as loop_ms - 2 * steady_ms. Not a test (nothing is asserted); on the
 # GPU machine, after a build: bash tests/gpu/lb_diag.sh [REPS] [BUILD (build-gpu)] [SAMPLE (launch_bound)]
-# (LB_ITERS: the sample's iterations, for graph launches per iteration; 600, launch_bound's default)
+# (LB_ITERS: the sample's iterations, for graph launches per iteration and the phases; by default those
+# the hand runs report, AG_ITER_US)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 reps=${1:-5}
@@ -34,15 +35,17 @@ for i in $(seq "$reps"); do # REPS 0: only the iterations and the log below
     for m in "${modes[@]}"; do
         mode_env "$m"
         [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$T/$m.json")
-        env "${e[@]}" AG_ITER_US="${LB_ITERS:-600}" "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
+        env "${e[@]}" AG_ITER_US=4096 "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
         sed -n 's/^loop_ms: //p' "$T/$m.err" >>"$T/$m.loop"
         sed -n 's/^iter_us: //p' "$T/$m.err" >>"$T/$m.iters"
         sed -n 's/^steady_ms: //p' "$T/$m.err" >>"$T/$m.steady"
     done
 done
-[ "$reps" -gt 0 ] && python3 - "$T" "$smp" "${LB_ITERS:-600}" "${modes[@]}" <<'PY'
+[ "$reps" -gt 0 ] && python3 - "$T" "$smp" "${LB_ITERS:-0}" "${modes[@]}" <<'PY'
 import json, statistics, sys
 d, smp, iters, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+if not iters:  # the sample's iterations, from the hand runs' iter_us lines
+    iters = min((len(line.split()) for line in open(f"{d}/hand.iters")), default=600)
 med = lambda f: statistics.median(float(x) for x in open(f))
 h_loop, h_st = med(f"{d}/hand.loop"), med(f"{d}/hand.steady")
 print(f"{smp}: mode | loop ms (x hand) | steady ms (x hand) | fixed ms (loop - 2 steady) | graph launches/iter | eager-issued launches")
