@@ -558,10 +558,14 @@ static void cupti_learning(int on)
 
 /* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
 /* At debug level, a timed segment (or its part after CUPTI attached) as the host spent it: in the driver's
- * calls and outside them (the program's own work and the shim's learning), and its dearest driver call. */
+ * calls and outside them (the program's own work, the runtime's and the shim's learning), the dearest
+ * driver call, and the host time outside the driver from each operation to the next: the median and the
+ * largest (whether the time outside is spread over every operation or spent at a few). */
 static void log_timed_segment(uint64_t now)
 {
-    uint64_t n = E.ops - E.seg_op0, drv = 0, big = 0, at = 0, known = 0;
+    enum { OUT_MAX = 512 };
+    uint32_t out[OUT_MAX];
+    uint64_t n = E.ops - E.seg_op0, drv = 0, big = 0, at = 0, known = 0, obig = 0, oat = 0, nout = 0;
     for (uint64_t op = E.seg_op0; op < E.ops; op++) {
         const __typeof__(optimes[0]) *r = &optimes[op % OPT_RING];
         if (r->tag != op + 1)
@@ -570,11 +574,21 @@ static void log_timed_segment(uint64_t now)
         drv += r->drv_ns;
         if (r->drv_ns > big)
             big = r->drv_ns, at = op - E.seg_op0;
+        uint64_t next = op + 1 < E.ops ? optimes[(op + 1) % OPT_RING].t : now;
+        if (op + 1 < E.ops && optimes[(op + 1) % OPT_RING].tag != op + 2)
+            continue;
+        uint64_t o = next > r->t + r->drv_ns ? next - r->t - r->drv_ns : 0;
+        if (o > obig)
+            obig = o, oat = op - E.seg_op0;
+        if (nout < OUT_MAX)
+            out[nout++] = o > UINT32_MAX ? UINT32_MAX : (uint32_t)o;
     }
     ag_log(AG_LOG_DEBUG, "%s of %llu operations timed: host %.1f us, %.1f us of it in %llu driver calls (the "
-                         "dearest %.1f us at operation %llu)", E.seg_whole ? "segment" : "segment's part",
+                         "dearest %.1f us at operation %llu); outside them per operation: median %.2f us, the "
+                         "most %.1f us at operation %llu", E.seg_whole ? "segment" : "segment's part",
            (unsigned long long)n, (double)(now - E.seg_t0) / 1e3, (double)drv / 1e3, (unsigned long long)known,
-           (double)big / 1e3, (unsigned long long)at);
+           (double)big / 1e3, (unsigned long long)at, (double)ag_median_u32(out, (uint32_t)nout) / 1e3,
+           (double)obig / 1e3, (unsigned long long)oat);
 }
 
 static void segment_end(void)
