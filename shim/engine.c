@@ -1384,7 +1384,16 @@ static void profit_close(uint64_t now)
     ag_profit_t *p = ag_learner_profit(&E.learner, E.pp_seed);
     if (!p)
         return; /* its entry went to another segment meanwhile */
+    int probe = E.pp_forced && E.pp_how == AG_RUN_EAGER && !p->eager;
+    uint32_t plain = p->plain;
     int verdict = ag_profit_end(p, E.pp_how, E.pp_forced, now - E.pp_t0);
+    if (probe && !verdict && AG_LOG_ON(AG_LOG_DEBUG)) {
+        uint64_t e, r;
+        ag_profit_medians(p, &e, &r);
+        ag_log(AG_LOG_DEBUG, "a probe ran %.1f us plain against %.1f us replayed (median; %.1f us plain before the "
+               "first replay): %s", (double)(now - E.pp_t0) / 1e3, (double)r / 1e3, (double)plain / 1e3,
+               p->series ? "the series goes on" : "the graphs pay, the next series after a quiet stretch");
+    }
     if (verdict && AG_LOG_ON(AG_LOG_DEBUG)) {
         const ag_seglen_t *s = ag_learner_seglen(&E.learner, E.pp_seed); /* the entry p belongs to */
         uint64_t e, r;
@@ -1416,7 +1425,7 @@ static void profit_end(void)
     uint64_t deferred = E.deferred - E.pf_def0;
     E.pp_how = E.pf_other || ag_cupti_attached() ? AG_RUN_OTHER
                : deferred == ops                ? AG_RUN_REPLAYED
-               : E.pf_forced && !deferred       ? AG_RUN_EAGER
+               : !deferred                      ? AG_RUN_EAGER
                                                 : AG_RUN_OTHER;
     E.pp_open = 1;
     E.pp_seed = E.pf_seed;

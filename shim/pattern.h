@@ -49,7 +49,11 @@ typedef struct {
  * the same either way, so it only adds noise). Probes one every AG_PROFIT_SPACING + 1 sightings make
  * a series: once k of them (k >= 2) were all slower than the replays' median by more than
  * AG_PROFIT_CLEAR_PCT / k percent (25% for 2, 12.5% for 4, ...), the replay pays, and the next series comes
- * after a long quiet stretch (twice as long each time); otherwise AG_PROFIT_SAMPLES probes are compared
+ * after a long quiet stretch (twice as long each time). One probe settles the first series where it and
+ * the fastest sighting that ran plain before any replay (learning: the engine's own plain launches, no
+ * CUPTI attached) both took at least twice the replays' median: two plain runs, one of them free, in
+ * place of two probes (a probe of launch_bound costs about 1.2 ms on the H200, 0.9% of its loop; spikes
+ * of noise would have to hit both). Otherwise AG_PROFIT_SAMPLES probes are compared
  * by medians with the replays around them. Where eager was ahead by more than
  * 1/AG_PROFIT_MARGIN, and by more than the two kinds of runs lie from their medians (each the median
  * distance of its samples to it), the segment runs eager for a hold of sightings (twice as long each
@@ -64,6 +68,7 @@ typedef struct {
 #define AG_PROFIT_SPACING 3   /* replays between two probes of a series */
 #define AG_PROFIT_CLEAR_PCT 50  /* k probes this many percent / k slower than the replays settle it ... */
 #define AG_PROFIT_CLEAR_PROBES 2 /* ... from this many on */
+#define AG_PROFIT_CLEAR_ONE_PCT 100 /* one probe and the plain sighting before the replays, this many percent */
 #define AG_PROFIT_MARGIN 32   /* eager must be ahead by more than 1/32 (about 3%) */
 #define AG_PROFIT_QUIET 1024  /* replays before the next probe once the replay was clearly ahead ... */
 #define AG_PROFIT_QUIET_MAX 65536 /* ... doubling each time up to this */
@@ -87,14 +92,16 @@ typedef struct {
     uint32_t quiet;    /* the next quiet stretch (0: AG_PROFIT_QUIET) */
     uint32_t hold, hold_left;
     uint32_t smin;     /* the fastest probe of the current series */
+    uint32_t plain;    /* the fastest sighting run plain before the first replay (ns, 0: none, or used) */
 } ag_profit_t;
 
 /* A sighting of the segment starts: 1 if it runs eager (a probe, or a hold after the replay lost). */
 int ag_profit_start(ag_profit_t *p);
 
-/* The sighting ended: how it ran (AG_RUN_EAGER only for one ag_profit_start forced; one it forced that
- * could not be timed is AG_RUN_OTHER with forced set) and its time. Returns 1 when the segment is left
- * eager now, -1 when a judgement kept (or brought back) its graphs, 0 otherwise. */
+/* The sighting ended: how it ran (AG_RUN_EAGER: all its operations went to the driver as they came, with
+ * nothing else to slow them, CUPTI detached; one ag_profit_start forced that could not be timed is
+ * AG_RUN_OTHER with forced set) and its time. Returns 1 when the segment is left eager now, -1 when a
+ * judgement kept (or brought back) its graphs, 0 otherwise. */
 int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns);
 /* The medians its judgements compare: its forced eager runs' and its replays' (ns, 0 with no samples). */
 void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *replay_ns);

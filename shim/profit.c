@@ -92,8 +92,13 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
         }
         return 0;
     }
-    if (!forced)
-        return 0; /* learning, a fallback: says nothing about the graphs */
+    if (!forced) {
+        /* learning, a fallback: says nothing about the graphs; a plain one before any replay is kept to
+         * confirm a single clear probe */
+        if (how == AG_RUN_EAGER && !p->nrep && !p->neag && (!p->plain || ns < p->plain))
+            p->plain = clamp32(ns);
+        return 0;
+    }
     if (p->eager) {
         if (how == AG_RUN_EAGER)
             push(p->eag, &p->neag, &p->ieag, ns);
@@ -119,9 +124,15 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
     push(p->eag, &p->neag, &p->ieag, ns);
     uint32_t t = clamp32(ns);
     p->smin = p->series++ && p->smin < t ? p->smin : t;
-    /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent */
-    if (p->series >= AG_PROFIT_CLEAR_PROBES &&
-        (uint64_t)p->smin * 100 * p->series >= median(p->rep, p->nrep) * (100 * p->series + AG_PROFIT_CLEAR_PCT)) {
+    /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent;
+     * or one, and the plain sighting before the replays, each by AG_PROFIT_CLEAR_ONE_PCT percent */
+    uint64_t rmed = median(p->rep, p->nrep);
+    int one = p->series == 1 && p->plain && (uint64_t)p->smin * 100 >= rmed * (100 + AG_PROFIT_CLEAR_ONE_PCT) &&
+              (uint64_t)p->plain * 100 >= rmed * (100 + AG_PROFIT_CLEAR_ONE_PCT);
+    if (p->series == 1)
+        p->plain = 0; /* confirms one series only: it is as old as the first replays */
+    if (one || (p->series >= AG_PROFIT_CLEAR_PROBES &&
+                (uint64_t)p->smin * 100 * p->series >= rmed * (100 * p->series + AG_PROFIT_CLEAR_PCT))) {
         /* clearly slower eager: the graphs pay; the next look comes after a longer quiet stretch */
         uint32_t q = p->quiet ? p->quiet : AG_PROFIT_QUIET;
         p->wait = q;

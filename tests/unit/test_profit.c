@@ -50,6 +50,7 @@ static uint64_t us90(long i) { (void)i; return 90000; }
 static uint64_t us102(long i) { (void)i; return 102000; }
 static uint64_t us115(long i) { (void)i; return 115000; }
 static uint64_t us300(long i) { (void)i; return 300000; }
+static uint64_t us150(long i) { (void)i; return 150000; }
 static uint64_t us95(long i) { (void)i; return 95000; }
 /* a wait that varies from 1500 to 2700 us, stepping through 13 levels (any 8 runs in a row take levels
  * spread over the whole range); plain runs step through the same levels on their own count, 5% shorter */
@@ -70,12 +71,41 @@ int main(void)
 {
     ag_profit_t p;
 
-    /* Replays clearly ahead (100 us against 300 plain): two probes settle it, the next two come after a
-     * long quiet stretch (1024 replays, then 2048): 4 probes in 3000 sightings, no verdict against. */
+    /* Replays clearly ahead (100 us against 300 plain), no plain sighting before them: two probes settle
+     * it, the next two come after a long quiet stretch (1024 replays, then 2048): 4 probes in 3000
+     * sightings, no verdict against. */
     memset(&p, 0, sizeof p);
     tally_t t = play(&p, 3000, us100, us300, 0);
     CHECK(t.probes == 2 * AG_PROFIT_CLEAR_PROBES && t.left == 0 && t.held == 0 && t.kept == 0);
     CHECK(p.quiet == 4 * AG_PROFIT_QUIET);
+
+    /* The same with a plain sighting before the replays (learning, 300 us): one probe settles the first
+     * series; the sighting is used once, so the next series takes two: 3 probes in 3000 sightings. */
+    memset(&p, 0, sizeof p);
+    CHECK(ag_profit_end(&p, AG_RUN_EAGER, 0, 300000) == 0 && p.plain == 300000);
+    t = play(&p, 3000, us100, us300, 0);
+    CHECK(t.probes == 2 * AG_PROFIT_CLEAR_PROBES - 1 && t.left == 0 && t.held == 0 && t.kept == 0);
+    CHECK(p.quiet == 4 * AG_PROFIT_QUIET && p.plain == 0);
+    /* Only what ran plain before the first replay counts, the fastest of them; a forced run (not plain:
+     * the CUPTI-timed, say) or a later one does not. */
+    memset(&p, 0, sizeof p);
+    ag_profit_end(&p, AG_RUN_EAGER, 0, 500000);
+    ag_profit_end(&p, AG_RUN_OTHER, 0, 100000);
+    ag_profit_end(&p, AG_RUN_EAGER, 0, 400000);
+    ag_profit_end(&p, AG_RUN_REPLAYED, 0, 100000);
+    ag_profit_end(&p, AG_RUN_EAGER, 0, 150000);
+    CHECK(p.plain == 400000);
+    /* Either of the two under twice the replays' median: two probes, as without the sighting (a plain
+     * sighting of 150 us, probes of 300; a sighting of 300 us, probes of 150, cleared at the second by
+     * the 25% rule). */
+    memset(&p, 0, sizeof p);
+    ag_profit_end(&p, AG_RUN_EAGER, 0, 150000);
+    t = play(&p, 1000, us100, us300, 0);
+    CHECK(t.probes == AG_PROFIT_CLEAR_PROBES && t.left == 0);
+    memset(&p, 0, sizeof p);
+    ag_profit_end(&p, AG_RUN_EAGER, 0, 300000);
+    t = play(&p, 1000, us100, us150, 0);
+    CHECK(t.probes == AG_PROFIT_CLEAR_PROBES && t.left == 0);
 
     /* Plain launches ahead (90 against 100 us): one series of 8 probes, then the segment runs eager;
      * after each hold it replays 8 times and is judged again against the hold's eager times, losing
@@ -117,6 +147,13 @@ int main(void)
     memset(&p, 0, sizeof p);
     t = play(&p, 1000, us100, us95, 0);
     CHECK(t.left >= 1);
+
+    /* A plain sighting before the replays that was slow (first-time costs, 300 us) does not settle a
+     * segment whose plain launches are ahead: its probe must be slow too. */
+    memset(&p, 0, sizeof p);
+    ag_profit_end(&p, AG_RUN_EAGER, 0, 300000);
+    t = play(&p, 1000, us100, us90, 0);
+    CHECK(t.probes == AG_PROFIT_SAMPLES && t.left >= 1);
 
     /* Plain ahead at first, then the replays get faster (50 us): after the hold the segment is judged
      * again and its graphs come back. */
