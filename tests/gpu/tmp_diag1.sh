@@ -1,5 +1,5 @@
-R=$OUT
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/tmp/b.log 2>&1 && cmake --build build-gpu -j16 >>/tmp/b.log 2>&1 || { tail -30 /tmp/b.log; exit 1; }
-LB_MODES="hand default first2 first4 AUTOGRAPH_PROBE=off" LB_LOG_LINES=22 bash tests/gpu/lb_diag.sh 7 > $R/lb.txt 2>&1
-LB_MODES="hand default first2 first4 AUTOGRAPH_PROBE=off" LB_LOG_LINES=0 bash tests/gpu/lb_diag.sh 5 build-gpu driver_api > $R/lb_driver_api.txt 2>&1
-cat $R/lb.txt | grep -v "^iter "; head -14 $R/lb_driver_api.txt
+R=$OUT; mkdir -p /tmp/r
+OUT=/tmp/r RUN_PARTS="ctest torch bench" CTEST_EXCLUDE=bats.python TORCH_REPS=2 bash tests/gpu/run.sh > /tmp/r/run.txt 2>&1
+cp /tmp/r/progress.txt /tmp/r/run.txt $R/
+LB_MODES="hand default AUTOGRAPH_PROBE=off" LB_LOG_LINES=0 timeout 120 bash tests/gpu/lb_diag.sh 7 > $R/lb.txt 2>&1
+cat $R/progress.txt; grep -A3 "^PyTorch MLP" /tmp/r/run.txt | head -5; grep -A16 "^autograph bench" /tmp/r/run.txt; head -10 $R/lb.txt
