@@ -13,8 +13,9 @@ extern char **environ;
 static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_LOG] = {"AUTOGRAPH_LOG", AG_OPT_ENUM, "warn", "error|warn|info|debug|trace",
                     "Messages written to stderr, prefixed 'autograph:'. 'info' adds a one-line summary at exit; 'debug' "
-                    "a line per graph built and per probe verdict; 'trace' a line per kernel node patched (the "
-                    "bytes that changed) and per kernel's parameter layout."},
+                    "a timeline, each line with the milliseconds since the shim loaded: a line per graph built, per "
+                    "segment timed while learning and per probe and verdict; 'trace' a line per kernel node patched "
+                    "(the bytes that changed) and per kernel's parameter layout."},
     [AG_OPT_STATS] = {"AUTOGRAPH_STATS", AG_OPT_STRING, "", "path",
                       "Write statistics as JSON to this file at process exit (call counts per hooked entry "
                       "point, kernel launches). '%p' is replaced by the process id; a forked child writes "
