@@ -556,11 +556,11 @@ static void cupti_learning(int on)
     }
 }
 
-/* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
 /* At debug level, a timed segment (or its part after CUPTI attached) as the host spent it: in the driver's
  * calls and outside them (the program's own work, the runtime's and the shim's learning), the dearest
  * driver call, and the host time outside the driver from each operation to the next: the median and the
- * largest (whether the time outside is spread over every operation or spent at a few). */
+ * largest (whether the time outside is spread over every operation or spent at a few; the median of the
+ * first 512). */
 static void log_timed_segment(uint64_t now)
 {
     enum { OUT_MAX = 512 };
@@ -591,6 +591,7 @@ static void log_timed_segment(uint64_t now)
            (double)obig / 1e3, (unsigned long long)oat);
 }
 
+/* A real barrier ends the segment: if it was timed, its kernels' records are asked for. */
 static void segment_end(void)
 {
     if (E.seg_timed && E.seg_t0 && AG_LOG_ON(AG_LOG_DEBUG))
@@ -1384,7 +1385,7 @@ static void profit_close(uint64_t now)
     ag_profit_t *p = ag_learner_profit(&E.learner, E.pp_seed);
     if (!p)
         return; /* its entry went to another segment meanwhile */
-    int probe = E.pp_forced && E.pp_how == AG_RUN_EAGER && !p->eager;
+    int probe = E.pp_forced && E.pp_how == AG_RUN_EAGER && !p->eager && p->probe_out;
     uint32_t plain = p->plain;
     int verdict = ag_profit_end(p, E.pp_how, E.pp_forced, now - E.pp_t0);
     if (probe && !verdict && AG_LOG_ON(AG_LOG_DEBUG)) {

@@ -92,8 +92,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                       "launches instead, and its time from start to the end of its sync is compared with its "
                       "replays'. Probes that were all slower by a quarter (2 probes), an eighth (4), ... settle "
                       "it, and so does a single probe that took twice the replays' time where the fastest "
-                      "sighting that ran plain before any replay did too (the first series only); otherwise a series of 8 probes is compared by medians, and a segment whose replay "
-                      "came out more than 3% slower stays on plain launches for 64 sightings (twice as long "
+                      "sighting that ran plain before any replay did too (the first series only); otherwise a "
+                      "series of 8 probes is compared by medians, and a segment whose replay came out more than "
+                      "3% slower stays on plain launches for 64 sightings (twice as long "
                       "each time it loses again), then is judged again. Off while CUPTI watches everything ('guard', "
                       "'always'). 'off': every repeating segment is replayed."},
     [AG_OPT_STALL_MS] = {"AUTOGRAPH_STALL_MS", AG_OPT_INT, "100", "0..600000",
