@@ -347,6 +347,13 @@ static struct {
 /* the timed operation this thread is about to issue (number + 1), 0 if none */
 static AG_TLS uint64_t tl_timed_op;
 
+/* Host time from operation r's arrival to `next` (the next operation's arrival, or the barrier's) outside
+ * its eager driver call: the program's own work, the runtime's and the shim's. */
+static uint64_t outside_driver_ns(const __typeof__(optimes[0]) *r, uint64_t next)
+{
+    return next > r->t + r->drv_ns ? next - r->t - r->drv_ns : 0;
+}
+
 /* A rough GPU time for a memory operation or event of a timed segment (ns): a few us to start, then the
  * bytes at H200 rates (device memory about 1-2 TB/s each way, the host link about 20 GB/s). */
 static uint32_t est_gpu_ns(const ag_op_t *o)
@@ -400,8 +407,7 @@ static ag_optime_t *op_times(int i, ag_plan_params_t *p)
             free(t);
             return NULL;
         }
-        uint64_t gap = next - r->t, own = gap > r->drv_ns ? gap - r->drv_ns : 0;
-        own += match;
+        uint64_t own = outside_driver_ns(r, next) + match;
         t[k].host_ns = own > UINT32_MAX ? UINT32_MAX : (uint32_t)own;
         t[k].gpu_ns = gpu > UINT32_MAX ? UINT32_MAX : (uint32_t)gpu;
     }
@@ -577,7 +583,7 @@ static void log_timed_segment(uint64_t now)
         uint64_t next = op + 1 < E.ops ? optimes[(op + 1) % OPT_RING].t : now;
         if (op + 1 < E.ops && optimes[(op + 1) % OPT_RING].tag != op + 2)
             continue;
-        uint64_t o = next > r->t + r->drv_ns ? next - r->t - r->drv_ns : 0;
+        uint64_t o = outside_driver_ns(r, next);
         if (o > obig)
             obig = o, oat = op - E.seg_op0;
         if (nout < OUT_MAX)
