@@ -20,7 +20,8 @@
  * (11-20 ms each). A profiler that subscribes later gets CUPTI: the exported cuptiSubscribe /
  * cuptiActivityRegisterCallbacks below release ours first.
  * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
- * its own lock; the callbacks never take O.lock, only the activity buffer handler does, briefly). */
+ * its own lock; the callbacks never take O.lock, only the activity buffer handler does, briefly); a
+ * thread's end and a finalize exclude each other under X.mu, a leaf lock (see "a thread's end"). */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
@@ -121,6 +122,7 @@ static struct {
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static void start(void);
 static void finalize_join(void);
+static void end_arm(void);
 
 static void note_name(const char *name)
 {
@@ -141,6 +143,7 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
 {
     (void)userdata;
     const CUpti_CallbackData *cb = data;
+    end_arm();
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_ENTER || ag_guard)
         return;
     if (cbid < MAX_CBIDS && O.is_launch[cbid]) {
@@ -300,6 +303,102 @@ static CUptiResult attach(void)
     return CUPTI_SUCCESS;
 }
 
+/* ---- a thread's end against cuptiFinalize ----
+ * CUPTI keeps state per thread under a pthread key whose destructor, run as a thread ends, checks a global
+ * that cuptiFinalize clears, locks, and reads it again without checking it (CUDA 13.0's libcupti, the
+ * function at 0x90600): a thread that ends while a finalize runs can die there (a segfault in 1 run of
+ * 77-100 of driver_api in three threaded contexts under load on the H200, tests/gpu/ctx_stress.sh). So
+ * the two exclude each other. The shim's own key, made before CUPTI first makes its own (glibc runs a
+ * thread's key destructors in the keys' order), is set on every thread CUPTI calls back (and the one
+ * that subscribes), so at such a thread's end its destructor runs first: it waits while a finalize
+ * runs, counts the thread as ending, and sets itself again, which runs it once more after CUPTI's
+ * destructor, where it uncounts the thread. A finalize waits while threads are ending, up to
+ * END_WAIT_MS (a destructor between the two rounds that waits for a lock the finalizing thread holds
+ * would otherwise stall it). */
+#define END_WAIT_MS 100
+#define END_ARMED ((void *)1)
+#define END_ENDING ((void *)2)
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_key_t key;
+    int key_made;
+    int ending;      /* threads between their two rounds of destructors (under mu) */
+    int finalizing;  /* a cuptiFinalize runs (under mu) */
+    atomic_uint ends_waited;      /* thread ends that waited for a finalize */
+    atomic_uint finalizes_waited; /* finalizes that waited for thread ends */
+} X = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+static _Thread_local int end_armed;
+
+static void thread_ends(void *v)
+{
+    pthread_mutex_lock(&X.mu);
+    if (v == END_ARMED) {
+        if (X.finalizing)
+            atomic_fetch_add(&X.ends_waited, 1);
+        while (X.finalizing)
+            pthread_cond_wait(&X.cv, &X.mu);
+        X.ending++;
+        pthread_mutex_unlock(&X.mu);
+        if (pthread_setspecific(X.key, END_ENDING) == 0)
+            return; /* called again after the keys made later, CUPTI's among them */
+        pthread_mutex_lock(&X.mu);
+    }
+    if (--X.ending == 0)
+        pthread_cond_broadcast(&X.cv);
+    pthread_mutex_unlock(&X.mu);
+}
+
+/* A child of fork has only the thread that forked: none is ending, no finalize runs there. */
+static void end_fork_child(void)
+{
+    pthread_mutex_init(&X.mu, NULL);
+    pthread_cond_init(&X.cv, NULL);
+    X.ending = X.finalizing = 0;
+}
+
+/* Once, before libcupti is opened (CUPTI makes its key at its set-up, or earlier). */
+static void end_key_make(void)
+{
+    if (X.key_made)
+        return;
+    X.key_made = pthread_key_create(&X.key, thread_ends) == 0;
+    if (X.key_made)
+        pthread_atfork(NULL, NULL, end_fork_child);
+}
+
+/* This thread's end will wait for a running finalize (a thread CUPTI has seen). */
+static void end_arm(void)
+{
+    if (!end_armed && X.key_made) {
+        end_armed = 1;
+        (void)pthread_setspecific(X.key, END_ARMED);
+    }
+}
+
+/* cuptiFinalize, with no thread ending meanwhile. */
+static void finalize_excluding_ends(void)
+{
+    pthread_mutex_lock(&X.mu);
+    if (X.ending) {
+        atomic_fetch_add(&X.finalizes_waited, 1);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += END_WAIT_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        while (X.ending && pthread_cond_timedwait(&X.cv, &X.mu, &until) == 0)
+            ;
+    }
+    X.finalizing = 1;
+    pthread_mutex_unlock(&X.mu);
+    O.finalize();
+    pthread_mutex_lock(&X.mu);
+    X.finalizing = 0;
+    pthread_cond_broadcast(&X.cv);
+    pthread_mutex_unlock(&X.mu);
+}
+
 /* A finalize on the shim's own thread (AUTOGRAPH_CUPTI_DETACH=background): started under O.lock, and
  * waited for (joined) under it before anything else touches CUPTI again. The thread takes no lock of
  * ours; CUPTI's activity buffer handler may run on it (names_lock only). */
@@ -315,7 +414,7 @@ static void *finalize_main(void *arg)
     (void)arg;
     ag_guard++; /* CUDA calls CUPTI makes from here are its own, not the program's */
     uint64_t t = ag_now_ns();
-    O.finalize();
+    finalize_excluding_ends();
     atomic_fetch_add(&F.ns, ag_now_ns() - t);
     ag_guard--;
     return NULL;
@@ -359,7 +458,7 @@ static void finalize(void)
         }
         ag_log(AG_LOG_DEBUG, "no thread for cuptiFinalize (%s): finalized on the program's thread", strerror(r));
     }
-    O.finalize();
+    finalize_excluding_ends();
 }
 
 /* Before the process exits or forks: a background finalize ends first. */
@@ -560,6 +659,7 @@ static void start(void)
     ag_guard++;
     O.mode = (int)ag_opt(AG_OPT_CUPTI)->num;
     O.state = ST_UNAVAILABLE;
+    end_key_make(); /* before libcupti makes its own key, whenever that is */
     uint64_t t_open = ag_now_ns();
     O.h = open_cupti();
     ag_log(AG_LOG_DEBUG, "opening libcupti took %.3f ms", (double)(ag_now_ns() - t_open) / 1e6);
@@ -584,6 +684,7 @@ static void start(void)
         goto out;
     }
     choose_cbids(cb_name);
+    end_arm();
     CUptiResult r = O.warming ? O.subscribe(&O.sub, on_callback, NULL) : attach();
     if (r != CUPTI_SUCCESS) {
         const char *s = "?";
@@ -762,10 +863,11 @@ void ag_cupti_stats(FILE *f)
     }
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
                "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u, \"finalize_background_ms\": %.3f, "
-               "\"finalize_joins_waited\": %u,\n"
+               "\"finalize_joins_waited\": %u, \"thread_ends_waited\": %u, \"finalizes_waited_for_ends\": %u,\n"
                "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
             (double)O.warm_ns / 1e6, O.finalizes, (double)atomic_load(&F.ns) / 1e6, atomic_load(&F.joins_waited),
+            atomic_load(&X.ends_waited), atomic_load(&X.finalizes_waited),
             (double)O.setup_ns / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)

@@ -28,11 +28,17 @@
  *   set-up. FAKE_CUPTI_FINALIZE_US=N makes each cuptiFinalize take N us (about 2000-3500 on the H200),
  *   and FAKE_CUPTI_SUBSCRIBE_US=N each cuptiSubscribe (11-26 ms with the set-up there, a few us without);
  *   with FAKE_CUPTI_STRICT=1 a call of the client while a finalize runs aborts the process.
+ * - State per thread, as CUPTI keeps it: a pthread key made at each set-up and deleted at the end of
+ *   cuptiFinalize, set on a thread when a callback is made on it; its destructor, as a thread ends,
+ *   counts an end that came while a finalize ran or saw one begin (CUPTI's own destructor can crash
+ *   then: it rereads a global that cuptiFinalize clears), and aborts with FAKE_CUPTI_STRICT=1;
+ *   FAKE_CUPTI_END_US=N makes each such destructor take N us.
  * - With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line: "fake_cupti: subscribes S
- *   set-ups U costly C finalizes F away A overlaps O during D unfinished N": A finalizes ran on a thread
- *   that made no driver call (the client's own), O calls of the client came while a finalize ran
+ *   set-ups U costly C finalizes F away A overlaps O during D unfinished N ended E": A finalizes ran on a
+ *   thread that made no driver call (the client's own), O calls of the client came while a finalize ran
  *   (CUPTI's API is not for use then), D driver calls began while a finalize ran on another thread (the
- *   program went on meanwhile), N finalizes were still running when the process ended.
+ *   program went on meanwhile), N finalizes were still running when the process ended, E threads that
+ *   CUPTI had called back ended while a finalize ran.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -91,6 +97,10 @@ static struct {
     unsigned away;     /* finalizes on a thread that made no driver call (the client's own thread) */
     unsigned overlaps; /* client calls (this file's API) made while a finalize ran */
     unsigned during;   /* driver calls that began while a finalize ran on another thread */
+    unsigned ended;    /* threads called back that ended while a finalize ran */
+    unsigned finalize_starts;
+    pthread_key_t key; /* the state per thread (when key_gen is odd: made and not deleted) */
+    unsigned key_gen;
 } fk = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 /* The buffer being filled; only touched under deliver_mu, which orders deliveries from the worker
@@ -106,6 +116,30 @@ static _Thread_local struct {
 } tl_calls[MAX_NESTED];
 static _Thread_local int tl_depth;
 static _Thread_local int tl_driver; /* this thread made a driver call */
+static _Thread_local unsigned tl_key_gen; /* the key generation this thread's state was set under */
+
+static void sleep_us(const char *var);
+
+/* A thread with state ends (the key's destructor, which takes FAKE_CUPTI_END_US): counted where a
+ * finalize ran at its start or began before its end. */
+static void thread_ends(void *v)
+{
+    (void)v;
+    pthread_mutex_lock(&fk.mu);
+    unsigned began = fk.finalize_starts;
+    int during = fk.finalizing != 0;
+    pthread_mutex_unlock(&fk.mu);
+    sleep_us("FAKE_CUPTI_END_US");
+    pthread_mutex_lock(&fk.mu);
+    during |= fk.finalizing != 0 || fk.finalize_starts != began;
+    fk.ended += during;
+    const char *strict = during ? getenv("FAKE_CUPTI_STRICT") : NULL;
+    if (strict && strcmp(strict, "1") == 0) {
+        fprintf(stderr, "fake_cupti: a thread's state ended while cuptiFinalize runs (FAKE_CUPTI_STRICT=1)\n");
+        abort();
+    }
+    pthread_mutex_unlock(&fk.mu);
+}
 
 /* Under fk.mu, at the start of each call of a client: one made while a finalize runs is counted. */
 static void client_call(void)
@@ -151,6 +185,8 @@ CUptiResult EXPORT cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_Call
         if (!fk.set_up) {
             fk.set_up = 1;
             fk.setups++;
+            if (fk.key_gen % 2 == 0 && pthread_key_create(&fk.key, thread_ends) == 0)
+                fk.key_gen++;
             fk.costly += fk.correlation > 0; /* traced driver calls came first: contexts exist */
         }
         fk.subscriber = handle_of(++fk.generation);
@@ -279,6 +315,8 @@ uint32_t fakecupti_api(uint32_t cbid, const char *name, int site)
     if (fk.subscriber && cbid < NCBID && fk.enabled[cbid]) {
         callback = fk.callback;
         userdata = fk.userdata;
+        if (fk.key_gen % 2 && tl_key_gen != fk.key_gen && pthread_setspecific(fk.key, &tl_key_gen) == 0)
+            tl_key_gen = fk.key_gen;
     }
     pthread_mutex_unlock(&fk.mu);
     if (!callback)
@@ -482,6 +520,7 @@ CUptiResult EXPORT cuptiFinalize(void)
     pthread_mutex_lock(&fk.mu);
     client_call();
     fk.finalizing++;
+    fk.finalize_starts++;
     fk.away += !tl_driver;
     pthread_mutex_unlock(&fk.mu);
     sleep_us("FAKE_CUPTI_FINALIZE_US");
@@ -497,6 +536,8 @@ CUptiResult EXPORT cuptiFinalize(void)
     fk.kernel_on = fk.concurrent_on = 0;
     fk.set_up = 0;
     fk.finalizes++;
+    if (fk.key_gen % 2 && pthread_key_delete(fk.key) == 0)
+        fk.key_gen++;
     pthread_mutex_unlock(&fk.mu);
     return CUPTI_SUCCESS;
 }
@@ -508,7 +549,7 @@ __attribute__((destructor)) static void report(void)
         return;
     pthread_mutex_lock(&fk.mu);
     fprintf(stderr, "fake_cupti: subscribes %u set-ups %u costly %u finalizes %u away %u overlaps %u during %u "
-                    "unfinished %d\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes, fk.away, fk.overlaps,
-            fk.during, fk.finalizing);
+                    "unfinished %d ended %u\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes, fk.away,
+            fk.overlaps, fk.during, fk.finalizing, fk.ended);
     pthread_mutex_unlock(&fk.mu);
 }

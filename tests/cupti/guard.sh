@@ -29,6 +29,9 @@
 #                    while it runs (a window attaching right after the program's own first graph launch
 #                    waits for the finalize that launch started), and the process ends after it; inline
 #                    (AUTOGRAPH_CUPTI_DETACH=inline) the program waits for it; identical output in each
+#   thread_ends      threads CUPTI called back end while the shim finalizes CUPTI: each end waits for a
+#                    running finalize, and a finalize for ends in progress (CUPTI's per-thread destructor
+#                    rereads a global cuptiFinalize clears); identical output
 #   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
 #                    the guard saw it whole, so an unhooked launch first coming right after it is caught
 #   windows          new variants keep coming all run long (--drift 5: a new one every 5 iterations, 120
@@ -97,15 +100,15 @@ PY
 }
 
 # fake NAME WHAT: the stand-in libcupti's count WHAT (subscribes, set-ups, costly, finalizes, away,
-# overlaps, during, unfinished: tests/cupti/fake_cupti.c) at exit
+# overlaps, during, unfinished, ended: tests/cupti/fake_cupti.c) at exit
 fake() { awk -v w="$2" '/^fake_cupti: subscribes/ { for (i = 2; i < NF; i++) if ($i == w) { print $(i + 1); exit } }' "$tmp/$1.err"; }
 
 # expect_fake NAME EXPR: EXPR over the stand-in's counts (python names subscribes, setups, costly,
-# finalizes, away, overlaps, during, unfinished) and the shim's statistics s and c holds
+# finalizes, away, overlaps, during, unfinished, ended) and the shim's statistics s and c holds
 expect_fake() {
-    local names="subscribes set-ups costly finalizes away overlaps during unfinished" vals=() n
+    local names="subscribes set-ups costly finalizes away overlaps during unfinished ended" vals=() n
     for n in $names; do vals+=("$(fake "$1" "$n")"); done
-    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes, away, overlaps, during, unfinished: %s)' "$2")($(IFS=,; echo "${vals[*]}"))"
+    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes, away, overlaps, during, unfinished, ended: %s)' "$2")($(IFS=,; echo "${vals[*]}"))"
 }
 
 # warnings NAME [PATTERN]: the shim's warning lines (those matching PATTERN)
@@ -326,6 +329,24 @@ warmup1_plan)
             [ $attempt = 3 ] && { echo "FAILED: warmup1_plan: slow iteration $slow: not found paced by the GPU in 3 runs"; exit 1; }
         done
     done
+    ;;
+thread_ends)
+    # Threads that CUPTI called back keep ending all run long (--side-threads 0: each queries a stream of
+    # a context of its own and ends), each end taking 30 ms in the stand-in CUPTI (its per-thread state's
+    # destructor) and each finalize 50 ms: no end may come while a finalize runs, nor see one begin
+    # (CUPTI's own destructor can crash then; tests/gpu/ctx_stress.sh found it on the H200). Three runs,
+    # each with identical output and no such end; in one of them at least the exclusion had to act (a
+    # thread's end waited for a finalize, or a finalize for thread ends).
+    args=(--no-unhooked --side-threads 0 --iters 40 --host-us 1000)
+    plain p "${args[@]}"
+    acted=0
+    for attempt in 1 2 3; do
+        shim run$attempt FAKE_CUPTI_END_US=30000 FAKE_CUPTI_FINALIZE_US=50000 -- "${args[@]}"
+        same p run$attempt
+        expect_fake run$attempt "ended == 0 and finalizes == c['finalizes'] >= 1 and unfinished == 0"
+        expect run$attempt "c['thread_ends_waited'] + c['finalizes_waited_for_ends'] >= 1" >/dev/null 2>&1 && acted=1
+    done
+    [ $acted = 1 ] || { echo "FAILED: thread_ends: the exclusion never acted in 3 runs (no end met a finalize)"; exit 1; }
     ;;
 model_plan)
     args=(--no-unhooked --iters 30 --spin-us 20 --host-us 800)

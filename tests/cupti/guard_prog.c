@@ -5,7 +5,7 @@
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
  *                   [--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U]
- *                   [--no-copy]
+ *                   [--no-copy] [--side-threads MS]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -34,11 +34,15 @@
  *                  whose host time is inflated (as CUPTI's first launches inflate an iteration on the H200)
  *                  while the iterations around it are not
  *   --no-copy      iterations end with the sync alone (the buffer is read back after the loop): one segment
- *                  per iteration, as launch_bound's */
+ *                  per iteration, as launch_bound's
+ *   --side-threads MS  each iteration starts a thread that queries a stream of a context of its own (a
+ *                  call CUPTI calls back), waits MS milliseconds and ends: threads keep ending all run long,
+ *                  some while the shim finalizes CUPTI */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +175,22 @@ static void profiler_detach(void)
     }
 }
 
+/* --side-threads: a query in the side context, a wait, the end */
+static CUcontext side_ctx;
+static long side_ms = -1;
+
+static void *side_main(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(side_ctx));
+    CUresult r = cuStreamQuery(NULL);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        CK(r);
+    struct timespec d = {side_ms / 1000, side_ms % 1000 * 1000000L};
+    nanosleep(&d, NULL);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 40, before = BEFORE, after = AFTER, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
@@ -212,13 +232,16 @@ int main(int argc, char **argv)
             own_capture = 1;
         else if (strcmp(argv[i], "--slow-iter") == 0 && i + 1 < argc && sscanf(argv[i + 1], "%d:%ld", &slow_iter, &slow_us) == 2)
             i++;
+        else if (strcmp(argv[i], "--side-threads") == 0 && i + 1 < argc)
+            side_ms = atol(argv[++i]);
         else if (strcmp(argv[i], "--no-copy") == 0)
             copy = 0;
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
                             "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
                             "[--own-graph | --own-capture] "
-                            "[--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U] [--no-copy]\n");
+                            "[--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U] [--no-copy] "
+                            "[--side-threads MS]\n");
             return 2;
         }
     }
@@ -251,6 +274,13 @@ int main(int argc, char **argv)
         CK(cuMemAlloc(&xs[c], sizeof host));
         CK(cuMemcpyHtoD(xs[c], host, sizeof host));
     }
+    pthread_t *sides = NULL;
+    if (side_ms >= 0) {
+        CK(cuCtxCreate(&side_ctx, NULL, 0, dev));
+        sides = calloc((size_t)iters, sizeof *sides);
+        if (!sides)
+            return 1;
+    }
     CK(cuCtxSetCurrent(ctxs[0]));
     CUfunction affine = affines[0], mix = mixes[0];
     CUdeviceptr x = xs[0];
@@ -277,6 +307,10 @@ int main(int argc, char **argv)
     }
     uint64_t sum = 1469598103934665603ULL;
     for (int it = 0; it < iters; it++) {
+        if (sides && pthread_create(&sides[it], NULL, side_main, NULL) != 0) {
+            fprintf(stderr, "guard_prog: cannot start a thread\n");
+            return 1;
+        }
         for (int c = 0; c < contexts; c++) {
             if (contexts > 1) {
                 CK(cuCtxSetCurrent(ctxs[c]));
@@ -323,6 +357,9 @@ int main(int argc, char **argv)
             }
         }
     }
+    for (int it = 0; sides && it < iters; it++)
+        pthread_join(sides[it], NULL);
+    free(sides);
     if (profiler)
         profiler_detach();
     printf("iterations %d unhooked %d checksum %016llx first %08x last %08x\n", iters, unhooked,
