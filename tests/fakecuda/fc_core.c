@@ -132,6 +132,16 @@ int fc_vec_push(void **arr, size_t *n, size_t elem, const void *item)
     return 0;
 }
 
+void fc_vec_remove(void **arr, size_t *n, const void *item)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (arr[i] == item) {
+            memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(*arr));
+            (*n)--;
+            return;
+        }
+}
+
 /* ---- handle registry: open-addressing set of pointers ---- */
 static uintptr_t *reg_slots;
 static size_t reg_cap, reg_n;

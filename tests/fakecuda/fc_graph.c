@@ -627,6 +627,9 @@ static CUresult fc_end_capture(CUstream hs, int ptds, CUgraph *out)
             fc_set_capdeps(&c->streams[i]->capdeps, &c->streams[i]->ncapdeps, NULL, 0);
         }
     c->active = 0;
+    /* Only active captures are looked at (every legacy-stream submission walks them): an ended one
+     * leaves the list, and stays allocated for the events recorded in it (their cap, now inactive). */
+    fc_vec_remove((void **)fc_g.caps, &fc_g.ncaps, c);
     if (r) {
         if (c->owns_graph) fc_graph_release(c->g);
         *out = NULL;

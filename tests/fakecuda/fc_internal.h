@@ -99,7 +99,7 @@ struct fc_stream {
     uint64_t id;
     fc_op *head, *tail;
     uint64_t last_seq, done_seq, queried_seq;
-    int destroyed_pending; /* destroyed by the app while work was pending */
+    int destroyed; /* destroyed by the app: leaves fc_g.streams once its work has run */
     fc_capture *cap;
     fc_node **capdeps;
     size_t ncapdeps;
@@ -227,6 +227,8 @@ void *fc_obj_new(size_t size, int kind);
 fc_ctx *fc_cur_ctx(void);
 uint64_t fc_rand(void);
 int fc_vec_push(void **arr, size_t *n, size_t elem, const void *item);
+/* Removes item from an array of pointers, keeping the others' order (nothing if absent). */
+void fc_vec_remove(void **arr, size_t *n, const void *item);
 const fc_kernel *fc_func_kernel(const fc_func *f);
 CUresult fc_func_resolve(CUfunction h, fc_func **out);
 int fc_kernel_pack(const fc_kernel *k, void **kernelParams, void **extra, fc_launch *out, CUresult *err);

@@ -204,6 +204,9 @@ static void fc_exec_head(fc_stream *s)
     if (op->from_graph) fc_g.stats.nodes_executed++;
     s->done_seq = op->seq;
     fc_op_free(op);
+    /* A destroyed stream leaves the list with its last work (every submission and step walks the list;
+     * ops that wait on it keep the object, which stays allocated). */
+    if (!s->head && s->destroyed) fc_vec_remove((void **)fc_g.streams, &fc_g.nstreams, s);
 }
 
 /* Runs ready work, picking a random ready stream each step, until target has run past seq
@@ -305,6 +308,8 @@ static CUresult fc_stream_destroy(CUstream h)
     fc_stream *s = (fc_stream *)h;
     if (s->cap) fc_capture_invalidate(s->cap);
     s->hdr.dead = 1; /* pending work still runs, as in CUDA */
+    s->destroyed = 1;
+    if (!s->head) fc_vec_remove((void **)fc_g.streams, &fc_g.nstreams, s);
     return CUDA_SUCCESS;
 }
 CUresult cuStreamDestroy_v2(CUstream s) { FC_API(1, fc_stream_destroy(s)); }
