@@ -132,6 +132,9 @@ typedef struct {
     unsigned long long ops_executed;     /* every queued operation run */
     unsigned long long kernels_queued;   /* kernels queued to a stream (not captured), eager or as graph
                                           * nodes: what another process could see progress on */
+    unsigned long long streams_listed;   /* now: streams that submissions and steps walk (the legacy
+                                          * stream, live ones, destroyed ones with work still queued) */
+    unsigned long long captures_listed;  /* now: captures under way */
 } fakecuda_stats_t;
 
 void fakecuda_stats(fakecuda_stats_t *out);

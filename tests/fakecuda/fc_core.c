@@ -587,7 +587,11 @@ void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long gr
 void fakecuda_stats(fakecuda_stats_t *out)
 {
     fc_lock();
-    if (out) *out = fc_g.stats;
+    if (out) {
+        *out = fc_g.stats;
+        out->streams_listed = fc_g.nstreams;
+        out->captures_listed = fc_g.ncaps;
+    }
     fc_leave();
 }
 

@@ -625,6 +625,59 @@ static void test_interop(void)
     OK(cuMemFree(d));
 }
 
+/* Ended captures and destroyed streams leave the lists that every submission walks (a process that
+ * makes thousands of them, as the difftest does, would otherwise slow down quadratically); a stream
+ * destroyed with work queued stays listed until that work has run, and an event recorded in an ended
+ * capture still orders a wait. */
+static void test_lists(void)
+{
+    fakecuda_stats_t fs;
+    fakecuda_stats(&fs);
+    unsigned long long streams0 = fs.streams_listed;
+    CHECK(fs.captures_listed == 0);
+    CUdeviceptr x;
+    OK(cuMemAlloc(&x, 64));
+    OK(cuMemsetD32(x, 0, 16));
+    CUstream s[40];
+    CUevent ev;
+    OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (int i = 0; i < 40; i++) {
+        OK(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+        CUgraph g;
+        CUgraphExec ge;
+        OK(cuStreamBeginCapture(s[i], CU_STREAM_CAPTURE_MODE_GLOBAL));
+        fakecuda_stats(&fs);
+        CHECK(fs.captures_listed == 1);
+        launch_add(s[i], x, 1, 16);
+        if (i == 0) OK(cuEventRecord(ev, s[i]));
+        OK(cuStreamEndCapture(s[i], &g));
+        OK(cuGraphInstantiate(&ge, g, 0));
+        OK(cuGraphLaunch(ge, s[i]));
+        OK(cuStreamSynchronize(s[i]));
+        OK(cuGraphExecDestroy(ge));
+        OK(cuGraphDestroy(g));
+    }
+    fakecuda_stats(&fs);
+    CHECK(fs.captures_listed == 0 && fs.streams_listed == streams0 + 40);
+    OK(cuStreamWaitEvent(s[1], ev, 0)); /* recorded in an ended capture: an ordinary (empty) wait */
+    launch_add(s[1], x, 1, 16);
+    OK(cuStreamDestroy(s[1])); /* with work queued: listed until it has run */
+    for (int i = 2; i < 40; i++) OK(cuStreamDestroy(s[i]));
+    fakecuda_stats(&fs);
+    CHECK(fs.streams_listed == streams0 + 2);
+    OK(cuCtxSynchronize());
+    fakecuda_stats(&fs);
+    CHECK(fs.streams_listed == streams0 + 1);
+    OK(cuStreamDestroy(s[0]));
+    fakecuda_stats(&fs);
+    CHECK(fs.streams_listed == streams0);
+    int back[16];
+    OK(cuMemcpyDtoH(back, x, sizeof(back)));
+    CHECK(back[0] == 41 && back[15] == 41);
+    OK(cuEventDestroy(ev));
+    OK(cuMemFree(x));
+}
+
 int main(void)
 {
     size_t add_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
@@ -655,6 +708,7 @@ int main(void)
     test_procaddr();
     test_threads();
     test_interop();
+    test_lists();
     OK(cuModuleUnload(mod));
     OK(cuDevicePrimaryCtxRelease(0));
     if (failures) fprintf(stderr, "fakecuda selftest: %d failure(s)\n", failures);
