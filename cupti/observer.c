@@ -293,7 +293,8 @@ static CUptiResult attach(void)
     double sub = ms_since(&t);
     set_callbacks(1);
     double cbs = ms_since(&t), act = 0;
-    if (O.mode != AG_CUPTI_GUARD && O.act_register && O.act_enable && O.act_disable && O.act_flush && O.act_next) {
+    if (O.mode != AG_CUPTI_GUARD && ag_opt(AG_OPT_CUPTI_TIMING)->num == AG_CUPTI_TIMING_ON && O.act_register &&
+        O.act_enable && O.act_disable && O.act_flush && O.act_next) {
         O.activity = O.act_register(buffer_requested, buffer_completed) == CUPTI_SUCCESS;
         set_timing(1);
         act = ms_since(&t);

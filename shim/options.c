@@ -47,6 +47,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                              "goes on (callbacks, kernel activity and the subscription are off and the "
                              "records flushed before it starts, and CUPTI is not touched again until it "
                              "ended); 'inline' on the program's thread, which waits for it."},
+    [AG_OPT_CUPTI_TIMING] = {"AUTOGRAPH_CUPTI_TIMING", AG_OPT_ENUM, "on", "off|on",
+                             "Whether CUPTI's learning windows (and 'always') time kernels with its activity "
+                             "API. 'on': a window's first whole segment runs on plain launches to be timed, "
+                             "which leaves segments the GPU bounds eager (AUTOGRAPH_GPU_BOUND), sets where "
+                             "the chunk plan's tail stops and gives segments the GPU paces one chunk after "
+                             "the ramp; enabling the activity costs 0.5-0.7 ms at a window's first launch on "
+                             "the H200. 'off': windows only watch the calls, no segment is held back to be "
+                             "timed, and every segment keeps the default plan."},
     [AG_OPT_WARMUP] = {"AUTOGRAPH_WARMUP", AG_OPT_INT, "2", "1..1000",
                        "How many times a chunk of work must be seen, identically, before it is deferred and "
                        "replayed from a CUDA graph. With 1, CUPTI's learning window opens in the first "

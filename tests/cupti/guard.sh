@@ -191,6 +191,29 @@ learn_detaches)
     expect run "c.get('warmed') is True and c.get('finalizes') == c.get('detaches')"
     expect_fake run "setups == c['attaches'] and costly == c['attaches'] - 1 and finalizes == c['finalizes']"
     ;;
+timing_off)
+    # AUTOGRAPH_CUPTI_TIMING=off: the learning window watches the calls as before (the guard attaches,
+    # catches nothing, detaches and finalizes; the program is trusted), but no kernel is timed and no
+    # segment is held on plain launches to be timed, so replay starts no later than with timing on.
+    plain p --no-unhooked
+    shim on AUTOGRAPH_LOG=debug -- --no-unhooked >/dev/null
+    shim run AUTOGRAPH_LOG=debug AUTOGRAPH_CUPTI_TIMING=off -- --no-unhooked >/dev/null
+    same p on
+    same p run
+    expect on "c.get('kernels_timed', 0) > 0 and s['replay']['segments_timed'] >= 1"
+    expect run "c.get('mode') == 'learn' and c.get('attaches', 0) >= 1 and c.get('finalizes') == c.get('detaches') >= 1"
+    expect run "$replayed and s['replay']['guard_trusted'] is True"
+    expect run "c.get('kernels_timed', 0) == 0 and c.get('kernels_attributed', 0) == 0"
+    expect run "s['replay']['segments_timed'] == 0 and s['replay']['segments_gpu_paced'] == 0"
+    # no segment was even taken for timing (the engine's side: it would have been held to be timed)
+    timed_on=$(grep -c 'of [0-9]* operations timed: host' "$tmp/on.err" || true)
+    timed_off=$(grep -c 'of [0-9]* operations timed: host' "$tmp/run.err" || true)
+    [ "$timed_on" -ge 1 ] && [ "$timed_off" = 0 ] ||
+        { echo "FAILED: segments taken for timing: $timed_on with timing on, $timed_off off (want >= 1 and 0)"; exit 1; }
+    echo "ok: segments taken for timing: $timed_on with timing on, none off"
+    on_replayed=$(python3 -c "import json; print(json.load(open('$tmp/on.json'))['replay']['launches_replayed'])")
+    expect run "s['replay']['launches_replayed'] >= $on_replayed"
+    ;;
 never_repeats)
     plain p --no-unhooked --never-repeat
     shim run -- --no-unhooked --never-repeat
