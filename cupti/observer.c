@@ -769,6 +769,11 @@ int ag_cupti_attached(void)
     return __atomic_load_n(&O.state, __ATOMIC_RELAXED) == ST_ATTACHED;
 }
 
+int ag_cupti_timing(void)
+{
+    return __atomic_load_n(&O.timing, __ATOMIC_RELAXED);
+}
+
 int ag_cupti_can_guard(void)
 {
     int st = __atomic_load_n(&O.state, __ATOMIC_RELAXED);

@@ -498,11 +498,11 @@ static void note_guarded(void)
         E.guarded_at = E.ops;
 }
 
-/* This engine's segments are the ones CUPTI times now (g_timer; none with AUTOGRAPH_CUPTI_TIMING=off). */
+/* This engine's segments are the ones CUPTI times now (g_timer; none where the window times no kernels:
+ * AUTOGRAPH_CUPTI_TIMING=off, guard mode, a libcupti without the activity API). */
 static int timing_here(void)
 {
-    return __atomic_load_n(&g_timer, __ATOMIC_RELAXED) == eng && ag_cupti_attached() &&
-           ag_opt(AG_OPT_CUPTI_TIMING)->num == AG_CUPTI_TIMING_ON;
+    return __atomic_load_n(&g_timer, __ATOMIC_RELAXED) == eng && ag_cupti_timing();
 }
 
 /* A new segment starts (after a barrier, real or virtual): timed if CUPTI is attached for this engine. */

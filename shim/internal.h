@@ -253,6 +253,9 @@ void ag_cupti_learning(int learning);
 int ag_cupti_mode(void);
 /* CUPTI callbacks (the guard) are on now. */
 int ag_cupti_attached(void);
+/* CUPTI times kernels now: attached, in a mode that times (not guard), with AUTOGRAPH_CUPTI_TIMING=on and
+ * the activity API enabled. */
+int ag_cupti_timing(void);
 /* The guard can watch work before it is deferred: 'learn' until CUPTI turned out unusable or went to a
  * profiler, 'guard' and 'always' while attached. The engine then defers only work seen under it. */
 int ag_cupti_can_guard(void);

@@ -139,6 +139,13 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median of v[0..k) (k > 0), which it sorts. */
+static double median_sorting(uint32_t *v, size_t k)
+{
+    qsort(v, k, sizeof *v, cmp_u32);
+    return k % 2 ? v[k / 2] : ((double)v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
 double ag_median_u32(const uint32_t *ring, uint64_t n)
 {
     size_t k = n < AG_SAMPLER_RING ? (size_t)n : AG_SAMPLER_RING;
@@ -146,8 +153,7 @@ double ag_median_u32(const uint32_t *ring, uint64_t n)
     if (!v)
         return 0;
     memcpy(v, ring, sizeof *v * k);
-    qsort(v, k, sizeof *v, cmp_u32);
-    double m = k % 2 ? v[k / 2] : ((double)v[k / 2 - 1] + v[k / 2]) / 2;
+    double m = median_sorting(v, k);
     free(v);
     return m;
 }
@@ -161,7 +167,7 @@ double ag_sampler_median(ag_sampler_t *s)
         return 0;
     for (size_t i = 0; i < k; i++)
         v[i] = atomic_load_explicit(&s->ns[i], memory_order_relaxed);
-    double m = ag_median_u32(v, k);
+    double m = median_sorting(v, k);
     free(v);
     return m;
 }
