@@ -272,6 +272,12 @@ struct engine {
     ag_run_t pp_how;
     uint64_t pp_seed, pp_t0;
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels;
+    /* The pace of a replayed segment no timing planned (ag_learner_waited): the segment that ended at
+     * this engine's last barrier, replayed whole, is weighed when the barrier's call returns (wt_armed;
+     * wt_at: the operation count then, which must not have moved), from its seed and operations, the
+     * host's time from its first operation to the barrier, and when the call went to the driver. */
+    int wt_armed;
+    uint64_t wt_seed, wt_ops, wt_at, wt_host, wt_t;
 };
 
 /* Zero until made (engine_of sets each one up; all-zero is glibc's PTHREAD_MUTEX_INITIALIZER, for the
@@ -427,7 +433,7 @@ static void log_plan(uint64_t seed)
     size_t o = 0;
     for (uint32_t k = 0; k < sl->nends && o + 12 < sizeof ends; k++)
         o += (size_t)snprintf(ends + o, sizeof ends - o, " %u", sl->ends[k]);
-    ag_log(AG_LOG_DEBUG, "modeled plan for %u operations: %u chunks, ends%s%s", sl->plan_len, sl->nends, ends,
+    ag_log(AG_LOG_DEBUG, "chunk plan for %u operations: %u chunks, ends%s%s", sl->plan_len, sl->nends, ends,
            o + 12 >= sizeof ends ? " ..." : "");
 }
 
@@ -1444,16 +1450,15 @@ static void profit_end(void)
 /* A real segment starts: whether it runs eager (a probe, or the verdict's hold). */
 static void profit_begin(void)
 {
-    if (!E.pf_on) {
-        E.pf_t0 = 1; /* never 0: the operations read no clock for it */
-        return;
-    }
+    /* also without probes: the segment's replay is weighed at its barrier (armed_wait) */
     E.pf_seed = E.learner.seg_seed;
     E.pf_op0 = E.ops;
     E.pf_def0 = E.deferred;
-    E.pf_t0 = 0;
-    E.pf_other = ag_cupti_attached();
+    E.pf_t0 = 0; /* read at its first operation */
+    E.pf_other = ag_cupti_mode() == AG_CUPTI_LEARN && ag_cupti_attached(); /* a window: attached now */
     E.pf_forced = E.pf_probing = 0;
+    if (!E.pf_on)
+        return;
     ag_profit_t *p = E.pf_other || E.guard_stopped ? NULL : ag_learner_profit(&E.learner, E.pf_seed);
     if (p && ag_profit_start(p)) {
         E.pf_forced = 1;
@@ -1483,6 +1488,56 @@ static void own_ctx_end(int pushed)
         (void)ag_drv.cuCtxPopCurrent_v2(&popped);
 }
 
+/* ---- the pace of a replayed segment (ag_learner_waited) ---- */
+
+AG_TLS void *ag_wait_engine;
+static AG_TLS uint64_t tl_wait_t; /* the wt_t this thread armed */
+/* The barrier under way on this thread is a hook's whose call is timed when it returns (ag_engine_barrier,
+ * ag_engine_observe, a blocking device-to-host copy): no other barrier arms the wait. */
+static AG_TLS int tl_may_wait;
+
+/* At a barrier, once the segment that ends there (it started at seed, its first operation at t0) has
+ * all gone to the GPU: replayed whole (every operation held back and launched from graphs, nothing
+ * eager, no CUPTI window), with its pace still to be weighed, the call that follows is timed. */
+static void arm_wait(uint64_t seed, uint64_t t0)
+{
+    uint64_t ops = E.ops - E.pf_op0;
+    E.wt_armed = 0;
+    if (!tl_may_wait || !ops || !t0 || E.deferred - E.pf_def0 != ops || E.pf_other || E.npending ||
+        !ag_learner_weighs_wait(&E.learner, seed, (uint32_t)ops))
+        return;
+    E.wt_armed = 1;
+    E.wt_seed = seed;
+    E.wt_ops = ops;
+    E.wt_at = E.ops;
+    E.wt_t = tl_wait_t = ag_now_ns();
+    E.wt_host = E.wt_t - t0;
+    ag_wait_engine = eng;
+}
+
+/* The barrier's call armed by this thread returned: how long it blocked is weighed (unless an operation
+ * came since, or another thread's barrier armed the engine anew). */
+void ag_engine_waited(void)
+{
+    uint64_t now = ag_now_ns();
+    struct engine *e = ag_wait_engine, *prev = use(e);
+    ag_wait_engine = NULL;
+    pthread_mutex_lock(&E.lock);
+    if (E.wt_armed && E.wt_t == tl_wait_t) {
+        E.wt_armed = 0;
+        if (E.ready && !E.disabled && E.wt_at == E.ops &&
+            ag_learner_waited(&E.learner, E.wt_seed, (uint32_t)E.wt_ops, E.wt_host, now - E.wt_t)) {
+            ag_log(AG_LOG_DEBUG, "the segment of %llu operations, replayed, waited %.1f us at its barrier after "
+                   "%.1f us of host work, %d times in a row: the GPU sets its pace (the ramp, no tail)",
+                   (unsigned long long)E.wt_ops, (double)(now - E.wt_t) / 1e3, (double)E.wt_host / 1e3,
+                   AG_PACED_WAITS);
+            log_plan(E.wt_seed);
+        }
+    }
+    pthread_mutex_unlock(&E.lock);
+    use(prev);
+}
+
 /* A barrier: an observing call, a stream switch, or an undeferrable operation. Called where the thread's
  * current context is the engine's (the entries that took enter()); barrier_in_ctx from anywhere else. */
 static void barrier(uint64_t kind, int reason)
@@ -1495,6 +1550,7 @@ static void barrier(uint64_t kind, int reason)
         rest_end(); /* the next one is learned */
     }
     uint64_t content = E.learner.content; /* of the segment ending here (since a virtual barrier, if any) */
+    uint64_t seed = E.learner.seg_seed, seg_t0 = E.pf_t0; /* its start */
     E.nseg_recs = E.nseg_waits = 0; /* everything recorded or waited for so far is issued below */
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
@@ -1510,6 +1566,7 @@ static void barrier(uint64_t kind, int reason)
         else
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
+    arm_wait(seed, seg_t0);
     profit_end();
     profit_begin();
     refresh_candidates();
@@ -2527,9 +2584,14 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
         return CUDA_SUCCESS;
     }
     if (!ok) {
+        tl_may_wait = 1;
         barrier(0xba77ULL + (uint64_t)c->id, FB_BARRIER);
+        tl_may_wait = 0;
         leave();
-        return eager_d2h(c); /* blocking: never under the lock */
+        CUresult r = eager_d2h(c); /* blocking: never under the lock */
+        if (ag_wait_engine)
+            ag_engine_waited();
+        return r;
     }
     ag_op_t o;
     memset(&o, 0, offsetof(ag_op_t, attrs));
@@ -2544,21 +2606,28 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
     uint64_t sig;
     op_arrive(&o, NULL, NULL, 0, &sig, NULL);
     tl_timed_op = 0; /* issued below, not through issue_now: its driver time (the GPU's wait) is not timed */
+    tl_may_wait = 1;
     barrier(D2H_KIND, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
+    tl_may_wait = 0;
     const void *stage = E.copyout;
     E.copyout = NULL;
     if (stage)
         E.copies_out++;
     leave();
-    if (!stage)
-        return eager_d2h(c);
-    /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes are
-     * in the destination, and so do we. */
-    uint64_t t0 = ag_now_ns();
-    CUresult r = REAL(cuStreamSynchronize)(o.stream);
-    if (r == CUDA_SUCCESS)
-        memcpy(c->dst, stage, c->n);
-    atomic_fetch_add_explicit(&E.copy_wait_ns, ag_now_ns() - t0, memory_order_relaxed);
+    CUresult r;
+    if (!stage) {
+        r = eager_d2h(c);
+    } else {
+        /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes
+         * are in the destination, and so do we. */
+        uint64_t t0 = ag_now_ns();
+        r = REAL(cuStreamSynchronize)(o.stream);
+        if (r == CUDA_SUCCESS)
+            memcpy(c->dst, stage, c->n);
+        atomic_fetch_add_explicit(&E.copy_wait_ns, ag_now_ns() - t0, memory_order_relaxed);
+    }
+    if (ag_wait_engine)
+        ag_engine_waited();
     return r;
 }
 
@@ -2664,6 +2733,8 @@ CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, si
     return eager_unified(id, dst, src, n, s);
 }
 
+static void engine_barrier(ag_id_t id);
+
 static void alloc_forget(void *p)
 {
     ag_ptrset_remove(&E.async_ptrs, (uint64_t)*(CUdeviceptr *)p);
@@ -2676,7 +2747,7 @@ CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
         /* a context without an engine, the program's own capture, or the engine off: a barrier, as before
          * it tracked anything (and the allocation is forgotten) */
         each_engine(alloc_forget, &p);
-        ag_engine_barrier(id);
+        engine_barrier(id);
         return real(p, s);
     }
     /* A barrier or not is decided by the program's order alone (the allocation, the stream of the operation
@@ -2776,7 +2847,7 @@ static void forget_kernels(void)
     each_engine(release_graphs, NULL);
 }
 
-void ag_engine_barrier(ag_id_t id)
+static void engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
     barrier_engines(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER);
@@ -2786,6 +2857,14 @@ void ag_engine_barrier(ag_id_t id)
         forget_kernels();
     if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         ag_cupti_app_graph();
+}
+
+/* A barrier hook's: its call goes to the driver next, timed where the engine asks (arm_wait). */
+void ag_engine_barrier(ag_id_t id)
+{
+    tl_may_wait = 1;
+    engine_barrier(id);
+    tl_may_wait = 0;
 }
 
 /* This thread has called a hook that may defer work (a launch, memset, copy, event record or wait): its
@@ -2838,7 +2917,7 @@ static void stream_barrier(struct engine *home, CUstream s, uint64_t kind)
     use(prev);
 }
 
-void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
+static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
 {
     if ((id == AG_ID_cuEventElapsedTime || id == AG_ID_cuEventElapsedTime_v2) && a && b) {
         /* timed events: their records are issued where they are made from now on (a record held in
@@ -2900,6 +2979,14 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
     use(prev);
 }
 
+/* A sync or query hook's: its call goes to the driver next, timed where the engine asks (arm_wait). */
+void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
+{
+    tl_may_wait = 1;
+    observe(id, a, b, s);
+    tl_may_wait = 0;
+}
+
 /* cuEventDestroy. A held record or wait of the event would reach the driver after it: in each engine
  * where the event was recorded or waited for since its last barrier (decided by the program's order, as
  * every barrier, so that learning and replay cut the same segments) the destroy is a barrier. In the
@@ -2914,7 +3001,7 @@ static void timed_forget(void *ev)
 void ag_engine_event_destroy(ag_id_t id, CUevent ev)
 {
     if (!ev || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0) {
-        ag_engine_barrier(id);
+        engine_barrier(id);
         return;
     }
     each_engine(timed_forget, ev);
@@ -3123,7 +3210,7 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
-    uint64_t segments_gpu_paced, graphs_at_second, observer_passed, observer_flushes, old_event_passed;
+    uint64_t segments_gpu_paced, segments_paced_by_wait, graphs_at_second, observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
@@ -3152,6 +3239,7 @@ static void add_totals(void *arg)
     t->timed_records += E.timed_records, t->event_destroys_passed += E.event_destroys_passed;
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
+    t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
@@ -3251,7 +3339,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
-               "    \"segments_gpu_paced\": %llu,\n    \"graphs_at_second_sighting\": %llu,\n"
+               "    \"segments_gpu_paced\": %llu,\n    \"segments_paced_by_wait\": %llu,\n"
+               "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
@@ -3269,7 +3358,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,
-            (unsigned long long)t.graphs_at_second,
+            (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,

@@ -218,6 +218,10 @@ void ag_engine_barrier(ag_id_t id);
  * back, or for a stream or the context any held work), and otherwise nothing at all, so that a thread
  * that polls at times of its own does not cut the segments of the threads that issue work. */
 void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s);
+/* Set by a barrier on this thread whose call's time the engine weighs (a replayed segment ended there and
+ * its pace is not known yet): the hook calls ag_engine_waited once the driver's call returned. */
+extern AG_TLS void *ag_wait_engine;
+void ag_engine_waited(void);
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */

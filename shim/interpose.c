@@ -23,7 +23,8 @@
     }
 
 /* A barrier: whatever the engine holds back is issued first (in order), then the call goes to the
- * driver. A capture that fails to begin is reported back so the engine does not wait for its end. */
+ * driver; where the engine asked for it, how long the call blocked is weighed once it returns. A capture
+ * that fails to begin is reported back so the engine does not wait for its end. */
 #define AG_BARRIER_(name, params, args, engine_call)                                                  \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
@@ -35,6 +36,8 @@
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             engine_call;                                                                              \
         CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
+        if (AG_UNLIKELY(ag_wait_engine != NULL))                                                      \
+            ag_engine_waited();                                                                       \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
             atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             ag_engine_capture_failed(AG_ID_##name);                                                   \
@@ -189,6 +192,7 @@
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             ag_engine_barrier(AG_ID_##name);                                                          \
         CUresult r_ = real_ args;                                                                     \
+        ag_wait_engine = NULL; /* not a wait for the GPU's work */                                    \
         if (r_ == CUDA_SUCCESS)                                                                       \
             ag_engine_context_end(AG_ID_##name, AG_CTX_##name);                                       \
         ag_hook_depth--;                                                                              \

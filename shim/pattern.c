@@ -181,7 +181,7 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
     memset(&s->profit, 0, sizeof s->profit);
     s->gpu_bound = 0;
     s->gpu_ns_per_op = 0;
-    s->gpu_paced = 0;
+    s->gpu_paced = s->waits_long = s->waits_weighed = 0;
     s->seed = seed;
     s->length = 0;
     s->repeats = 0;
@@ -249,6 +249,23 @@ static void take_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t *ends, uint32_t 
     l->segments_planned++;
 }
 
+/* The GPU sets segment s's pace (ops operations): it still has work queued when the host reaches the
+ * barrier, so a tail that shrinks toward the barrier only adds graphs, each of which costs the GPU time
+ * between two graphs. The ramp, with no tail. */
+static void paced_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops)
+{
+    drop_model_plan(s);
+    s->gpu_paced = 1;
+    uint32_t *ends = malloc(sizeof *ends * ops);
+    uint32_t n = ends ? ag_plan_default(ops, l->chunk_max, l->chunk_first, ops, ends, ops) : 0;
+    if (n) {
+        take_plan(l, s, ends, n, ops);
+        l->segments_gpu_paced++;
+    } else {
+        free(ends);
+    }
+}
+
 /* The modeled plan for the segment of slot s (ops operations timed one by one), if it beats the default
  * plan clearly. */
 static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_optime_t *t,
@@ -260,23 +277,12 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
     uint64_t host = 0, gpu = 0;
     for (uint32_t i = 0; i < ops; i++)
         host += t[i].host_ns, gpu += t[i].gpu_ns;
-    uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);
     s->gpu_paced = gpu * AG_PLAN_HOST_PER_GPU > host;
     if (s->gpu_paced) {
-        /* The GPU sets the pace: it still has work queued when the host reaches the barrier, so a tail
-         * that shrinks toward the barrier only adds graphs, each of which costs the GPU time between
-         * two graphs. The ramp, with no tail. */
-        drop_model_plan(s);
-        uint32_t n = best ? ag_plan_default(ops, l->chunk_max, l->chunk_first, ops, best, cap) : 0;
-        if (n) {
-            take_plan(l, s, best, n, ops);
-            best = NULL;
-            l->segments_gpu_paced++;
-        }
-        free(best);
-        free(def);
+        paced_plan(l, s, ops);
         return;
     }
+    uint32_t cap = ops, *best = malloc(sizeof *best * cap), *def = malloc(sizeof *def * cap);
     ag_plan_params_t pp = *p;
     pp.chunk_max = l->chunk_max;
     uint64_t tb = UINT64_MAX;
@@ -304,6 +310,35 @@ ag_profit_t *ag_learner_profit(ag_learner_t *l, uint64_t seed)
 {
     ag_seglen_t *s = seglen_find(l, seed);
     return s ? &s->profit : NULL;
+}
+
+/* The entry of a segment whose replayed sightings' waits are still to be weighed, or NULL. */
+static ag_seglen_t *weighing(ag_learner_t *l, uint64_t seed, uint32_t ops)
+{
+    ag_seglen_t *s = l->model_plans ? seglen_find(l, seed) : NULL;
+    if (!s || !s->real_end || !ops || ops != s->length || ops > AG_PLAN_MAX_OPS || s->gpu_ns_per_op ||
+        s->gpu_paced || s->nends || s->waits_weighed >= AG_WAIT_WEIGHED)
+        return NULL;
+    return s;
+}
+
+int ag_learner_weighs_wait(ag_learner_t *l, uint64_t seed, uint32_t ops)
+{
+    return weighing(l, seed, ops) != NULL;
+}
+
+int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t host_ns, uint64_t wait_ns)
+{
+    ag_seglen_t *s = weighing(l, seed, ops);
+    if (!s)
+        return 0;
+    s->waits_weighed++;
+    s->waits_long = wait_ns > host_ns ? s->waits_long + 1 : 0;
+    if (s->waits_long < AG_PACED_WAITS)
+        return 0;
+    paced_plan(l, s, ops);
+    l->segments_paced_by_wait++;
+    return 1;
 }
 
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,

@@ -114,7 +114,10 @@ typedef struct {
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */
     uint8_t gpu_bound; /* its kernels kept the GPU busy far longer than the host took to issue them */
     uint32_t gpu_ns_per_op; /* mean GPU time of its operations when timed (0: not timed) */
-    uint8_t gpu_paced;      /* replayed, the GPU would set its pace (its model_plan found; 0: not known) */
+    uint8_t gpu_paced;      /* replayed, the GPU would set its pace (its model_plan found, or its barrier's
+                             * waits in replay: ag_learner_waited; 0: not known) */
+    uint8_t waits_long;     /* replayed sightings in a row whose barrier waited longer than they took to issue */
+    uint8_t waits_weighed;  /* replayed sightings weighed so far (AG_WAIT_WEIGHED: no more) */
     uint32_t plan_len;      /* the modeled chunk plan (ag_plan_best) is for a segment of this length */
     uint32_t nends;         /* its chunk ends (0: the default plan) */
     uint32_t *ends;
@@ -235,6 +238,7 @@ typedef struct {
     uint64_t segments_timed, segments_gpu_bound;
     uint64_t segments_planned; /* timings that gave a segment the modeled plan */
     uint64_t segments_gpu_paced; /* those of them where the GPU sets the pace: the ramp with no tail */
+    uint64_t segments_paced_by_wait; /* segments found GPU-paced by their barrier's waits in replay */
     /* the last timing's comparison of plans (ag_learner_timing), for the engine's debug log: the modeled
      * plan's and the default plan's chunks and times (ns; 0 chunks: not compared), and the margin */
     uint32_t model_chunks, default_chunks;
@@ -282,6 +286,21 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
  * keeps or drops an earlier modeled plan accordingly). */
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
                        const ag_optime_t *t, const ag_plan_params_t *p);
+
+/* The pace of a segment no timing planned, from replay itself. A whole sighting of the segment that started
+ * at `seed` (ops operations, every one of them held back and replayed) took the host host_ns from its first
+ * operation until its barrier's call went to the driver, and that call then blocked for wait_ns: the GPU
+ * still had at least that much of the segment's work queued when the host was done. Where it had more
+ * than the host's whole time AG_PACED_WAITS sightings in a row, the GPU sets the pace: at least half of
+ * the work (the ramp's) keeps it busy past the host's end, so the segment keeps the ramp and loses the
+ * tail, as ag_learner_timing plans such a segment (the chunks it cuts anew are graphed at their second
+ * sighting). Only segments that end at a real barrier, that no timing planned or judged, with
+ * model_plans set; at most AG_WAIT_WEIGHED sightings each. Returns 1 when the segment got the plan now. */
+#define AG_PACED_WAITS 3
+#define AG_WAIT_WEIGHED 32
+int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t host_ns, uint64_t wait_ns);
+/* Whether ag_learner_waited would weigh a sighting of that segment (ops operations) now. */
+int ag_learner_weighs_wait(ag_learner_t *l, uint64_t seed, uint32_t ops);
 
 /* The expected length, timings and plan of the segment that started at `seed`, or NULL if unknown. */
 const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed);

@@ -382,8 +382,8 @@ model_plan)
         shim run AUTOGRAPH_LOG=debug -- "${args[@]}"
         same p run
         expect run "s['replay']['segments_planned'] == 1 and s['replay']['launches_replayed'] >= 150"
-        grep -E "modeled plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15$" "$tmp/run.err" && break
-        grep -E "segment of 15 operations timed|modeled plan for" "$tmp/run.err" | head -2
+        grep -E "chunk plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15$" "$tmp/run.err" && break
+        grep -E "segment of 15 operations timed|chunk plan for" "$tmp/run.err" | head -2
         [ $attempt = 3 ] && { echo "FAILED: model_plan: no modeled plan cut after the 4th launch in 3 runs"; exit 1; }
     done
     shim halving AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_LOG=debug -- "${args[@]}"

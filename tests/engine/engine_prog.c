@@ -30,6 +30,10 @@ static CUresult u_dh(void *d, CUdeviceptr s, size_t n, CUstream st)
     return cuMemcpyAsync((CUdeviceptr)(uintptr_t)d, s, n, st);
 }
 
+/* The GPU time of each axpb kernel (ENGINE_KERNEL_US, default 0): the fake runs queued work when a sync
+ * asks for it, so a sync waits for it there, as for a GPU that sets the pace. */
+static uint64_t axpb_ns;
+
 /* y[i] = a * x[i] + b */
 static void k_axpb(void **args, const fakecuda_dims_t *d)
 {
@@ -40,6 +44,8 @@ static void k_axpb(void **args, const fakecuda_dims_t *d)
     (void)d;
     for (int i = 0; i < n; i++)
         y[i] = a * x[i] + b;
+    for (uint64_t t0 = axpb_ns ? fc_prog_now_ns() : 0; axpb_ns && fc_prog_now_ns() - t0 < axpb_ns;)
+        ;
 }
 
 /* y[i] += x[i] */
@@ -197,6 +203,8 @@ int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "sync";
     int iters = argc > 2 ? atoi(argv[2]) : 30;
+    const char *kus = getenv("ENGINE_KERNEL_US");
+    axpb_ns = kus ? strtoull(kus, NULL, 10) * 1000 : 0;
     size_t s2[] = {8, 8, 4, 4, 4}, s3[] = {8, 8, 8, 4}, s4[] = {8, 8};
     fakecuda_register_kernel("axpb", k_axpb, 5, s2);
     fakecuda_register_kernel("noise", k_noise, 4, s3);

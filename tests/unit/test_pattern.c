@@ -322,6 +322,92 @@ static void test_plan_learner(void)
     ag_learner_destroy(&s.l);
 }
 
+/* The pace from replay (ag_learner_waited): a segment no timing planned whose barrier waited longer than
+ * the host took to issue it, AG_PACED_WAITS replayed sightings in a row, gets the ramp with no tail (the
+ * plan a timing gives a segment the GPU paces); a shorter wait starts the count again; after
+ * AG_WAIT_WEIGHED sightings it is weighed no more. Not a segment a timing judged, not another length,
+ * not one that ends at a virtual barrier, not with the halving plan. */
+static void test_plan_waits(void)
+{
+    sim_t s;
+    const uint32_t paced[] = {8, 8, 16, 32, 64, 12};
+    sim_init(&s, 128);
+    s.l.model_plans = 1;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 140, 0, 1);
+    uint64_t seed = s.l.seg_seed;
+    CHECK(ag_learner_weighs_wait(&s.l, seed, 140) && !ag_learner_weighs_wait(&s.l, seed, 139));
+    CHECK(!ag_learner_waited(&s.l, seed, 139, 10000, 50000)); /* another length: not weighed */
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 10000)); /* as long as the host: the count starts again */
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+    CHECK(s.l.segments_paced_by_wait == 0 && ag_learner_seglen(&s.l, seed)->nends == 0);
+    CHECK(ag_learner_waited(&s.l, seed, 140, 10000, 10001));
+    CHECK(s.l.segments_paced_by_wait == 1 && s.l.segments_gpu_paced == 1);
+    const ag_seglen_t *sl = ag_learner_seglen(&s.l, seed);
+    CHECK(sl->gpu_paced && sl->nends == 6 && sl->plan_len == 140);
+    for (uint32_t i = 0; i < 6 && i < sl->nends; i++)
+        CHECK(sl->ends[i] - (i ? sl->ends[i - 1] : 0) == paced[i]);
+    CHECK(!ag_learner_weighs_wait(&s.l, seed, 140)); /* decided */
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000) && s.l.segments_paced_by_wait == 1);
+    /* the new cuts: graphed from their second sighting (the segment ended identically warm-up times) */
+    iteration(&s, 140, 0, 1);
+    iteration(&s, 140, 0, 0);
+    CHECK(s.nlens == 6);
+    for (int i = 0; i < s.nlens && i < 6; i++)
+        CHECK(s.lens[i] == paced[i]);
+    long before = s.replayed;
+    sim_op(&s, BARRIER);
+    for (int it = 0; it < 4; it++)
+        iteration(&s, 140, 0, 1);
+    CHECK(s.replayed - before == 4 * 140 && s.fallbacks == 0);
+    ag_learner_destroy(&s.l);
+
+    /* host-paced all along: weighed AG_WAIT_WEIGHED times, then no more */
+    sim_init(&s, 128);
+    s.l.model_plans = 1;
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 140, 0, 1);
+    seed = s.l.seg_seed;
+    for (int i = 0; i < AG_WAIT_WEIGHED; i++)
+        CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, i % 2 ? 500 : 20000));
+    CHECK(!ag_learner_weighs_wait(&s.l, seed, 140));
+    for (int i = 0; i < AG_PACED_WAITS; i++)
+        CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+    CHECK(s.l.segments_paced_by_wait == 0 && ag_learner_seglen(&s.l, seed)->nends == 0);
+    ag_learner_destroy(&s.l);
+
+    /* a timing judged it (host-paced here, or a modeled plan): replay's waits do not overrule it; with
+     * the halving plan asked for (model_plans 0), nothing is weighed */
+    for (int model = 0; model < 2; model++) {
+        sim_init(&s, 128);
+        s.l.model_plans = (uint8_t)model;
+        for (int it = 0; it < 6; it++)
+            iteration(&s, 140, 0, 1);
+        seed = s.l.seg_seed;
+        if (model)
+            ag_learner_timing(&s.l, seed, 140, 140ull * 1000, 140ull * 30000, NULL, NULL);
+        CHECK(!ag_learner_weighs_wait(&s.l, seed, 140));
+        for (int i = 0; i < AG_PACED_WAITS; i++)
+            CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+        CHECK(s.l.segments_paced_by_wait == 0 && !ag_learner_seglen(&s.l, seed)->gpu_paced);
+        ag_learner_destroy(&s.l);
+    }
+
+    /* a loop with no barrier (its segments end at virtual ones): never weighed */
+    sim_init(&s, 128);
+    s.l.model_plans = 1;
+    for (int i = 0; i < 3000; i++)
+        sim_op(&s, K(i % 50, 0));
+    CHECK(s.l.period % 50 == 0);
+    const ag_seglen_t *vl = ag_learner_seglen(&s.l, s.l.seg_seed);
+    CHECK(vl && !vl->real_end && vl->length > 0);
+    CHECK(vl && !ag_learner_weighs_wait(&s.l, s.l.seg_seed, vl->length));
+    ag_learner_destroy(&s.l);
+}
+
 /* Resting (AUTOGRAPH_REST): after `after` novel segments in a row, rests of 1, 2, 4, 8 and then 16
  * segments, each followed by one learned segment that decides alone; a segment that repeats ends it and
  * the next run of novel segments starts again from 1. after = 0: never. */
@@ -440,6 +526,7 @@ int main(void)
 
     test_plan_model();
     test_plan_learner();
+    test_plan_waits();
     test_rest();
     test_seglen_collision();
 
