@@ -278,6 +278,8 @@ struct engine {
      * host's time from its first operation to the barrier, and when the call went to the driver. */
     int wt_armed;
     uint64_t wt_seed, wt_ops, wt_at, wt_host, wt_t;
+    /* barriers armed, sightings weighed, and of them those that waited over half their host time */
+    uint64_t wt_arms, wt_weighed, wt_long;
 };
 
 /* Zero until made (engine_of sets each one up; all-zero is glibc's PTHREAD_MUTEX_INITIALIZER, for the
@@ -1507,6 +1509,7 @@ static void arm_wait(uint64_t seed, uint64_t t0)
         !ag_learner_weighs_wait(&E.learner, seed, (uint32_t)ops))
         return;
     E.wt_armed = 1;
+    E.wt_arms++;
     E.wt_seed = seed;
     E.wt_ops = ops;
     E.wt_at = E.ops;
@@ -1525,8 +1528,15 @@ void ag_engine_waited(void)
     pthread_mutex_lock(&E.lock);
     if (E.wt_armed && E.wt_t == tl_wait_t) {
         E.wt_armed = 0;
-        if (E.ready && !E.disabled && E.wt_at == E.ops &&
-            ag_learner_waited(&E.learner, E.wt_seed, (uint32_t)E.wt_ops, E.wt_host, now - E.wt_t)) {
+        int weigh = E.ready && !E.disabled && E.wt_at == E.ops;
+        if (weigh) {
+            E.wt_weighed++;
+            E.wt_long += (now - E.wt_t) * AG_PLAN_HOST_PER_GPU > E.wt_host;
+            ag_log(AG_LOG_DEBUG, "the segment of %llu operations, replayed: %.1f us of host work, then %.1f us "
+                   "waited at its barrier", (unsigned long long)E.wt_ops, (double)E.wt_host / 1e3,
+                   (double)(now - E.wt_t) / 1e3);
+        }
+        if (weigh && ag_learner_waited(&E.learner, E.wt_seed, (uint32_t)E.wt_ops, E.wt_host, now - E.wt_t)) {
             ag_log(AG_LOG_DEBUG, "the segment of %llu operations, replayed, waited %.1f us at its barrier after "
                    "%.1f us of host work, %d times in a row: the GPU sets its pace (the ramp, no tail)",
                    (unsigned long long)E.wt_ops, (double)(now - E.wt_t) / 1e3, (double)E.wt_host / 1e3,
@@ -3210,7 +3220,7 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
-    uint64_t segments_gpu_paced, segments_paced_by_wait, graphs_at_second, observer_passed, observer_flushes, old_event_passed;
+    uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second, observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
@@ -3240,6 +3250,7 @@ static void add_totals(void *arg)
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
+    t->wt_arms += E.wt_arms, t->wt_weighed += E.wt_weighed, t->wt_long += E.wt_long;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
@@ -3340,6 +3351,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n    \"segments_paced_by_wait\": %llu,\n"
+               "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
@@ -3358,7 +3370,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,
-            (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.graphs_at_second,
+            (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
+            (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,

@@ -322,8 +322,8 @@ static void test_plan_learner(void)
     ag_learner_destroy(&s.l);
 }
 
-/* The pace from replay (ag_learner_waited): a segment no timing planned whose barrier waited longer than
- * the host took to issue it, AG_PACED_WAITS replayed sightings in a row, gets the ramp with no tail (the
+/* The pace from replay (ag_learner_waited): a segment no timing planned whose barrier waited more than
+ * half the time the host took to issue it, AG_PACED_WAITS replayed sightings in a row, gets the ramp with no tail (the
  * plan a timing gives a segment the GPU paces); a shorter wait starts the count again; after
  * AG_WAIT_WEIGHED sightings it is weighed no more. Not a segment a timing judged, not another length,
  * not one that ends at a virtual barrier, not with the halving plan. */
@@ -340,11 +340,11 @@ static void test_plan_waits(void)
     CHECK(!ag_learner_waited(&s.l, seed, 139, 10000, 50000)); /* another length: not weighed */
     CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
     CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
-    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 10000)); /* as long as the host: the count starts again */
+    CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 5000)); /* half the host's: the count starts again */
     CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
     CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
     CHECK(s.l.segments_paced_by_wait == 0 && ag_learner_seglen(&s.l, seed)->nends == 0);
-    CHECK(ag_learner_waited(&s.l, seed, 140, 10000, 10001));
+    CHECK(ag_learner_waited(&s.l, seed, 140, 10000, 5001));
     CHECK(s.l.segments_paced_by_wait == 1 && s.l.segments_gpu_paced == 1);
     const ag_seglen_t *sl = ag_learner_seglen(&s.l, seed);
     CHECK(sl->gpu_paced && sl->nends == 6 && sl->plan_len == 140);
@@ -372,7 +372,7 @@ static void test_plan_waits(void)
         iteration(&s, 140, 0, 1);
     seed = s.l.seg_seed;
     for (int i = 0; i < AG_WAIT_WEIGHED; i++)
-        CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, i % 2 ? 500 : 20000));
+        CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, i % 2 ? 500 : 6000));
     CHECK(!ag_learner_weighs_wait(&s.l, seed, 140));
     for (int i = 0; i < AG_PACED_WAITS; i++)
         CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
