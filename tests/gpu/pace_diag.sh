@@ -38,7 +38,7 @@ except (OSError, ValueError, KeyError):
     sys.exit(0)
 print(f"  {sys.argv[2]}: segments timed {r['segments_timed']}, planned {r['segments_planned']}, "
       f"GPU-paced {r['segments_gpu_paced']} (from replay's waits {r['segments_paced_by_wait']}), "
-      f"graph launches {r['graph_launches']}, replayed {r['launches_replayed']}")
+      f"graph launches {r['graph_launches']}, replayed {r['launches_replayed']}, waits {r.get('pace_waits')}")
 PY
     done
 fi
@@ -68,7 +68,7 @@ try:
     r = s["replay"]
     line += (f"; last run: replayed {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}%, "
              f"planned {r['segments_planned']}, GPU-paced {r['segments_gpu_paced']} "
-             f"(by waits {r['segments_paced_by_wait']}), graph launches {r['graph_launches']}")
+             f"(by waits {r['segments_paced_by_wait']}; {r.get('pace_waits')}), graph launches {r['graph_launches']}")
 except (OSError, ValueError, KeyError):
     pass
 print(f"  {sys.argv[3]}: {line}")
