@@ -1452,7 +1452,7 @@ static void profit_end(void)
 /* A real segment starts: whether it runs eager (a probe, or the verdict's hold). */
 static void profit_begin(void)
 {
-    /* also without probes: the segment's replay is weighed at its barrier (armed_wait) */
+    /* also without probes: the segment's replay is weighed at its barrier (arm_wait) */
     E.pf_seed = E.learner.seg_seed;
     E.pf_op0 = E.ops;
     E.pf_def0 = E.deferred;
@@ -3220,7 +3220,8 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
-    uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second, observer_passed, observer_flushes, old_event_passed;
+    uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
+    uint64_t observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
