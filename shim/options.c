@@ -54,7 +54,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                              "the chunk plan's tail stops and gives segments the GPU paces one chunk after "
                              "the ramp; enabling the activity costs 0.5-0.7 ms at a window's first launch on "
                              "the H200. 'off': windows only watch the calls, no segment is held back to be "
-                             "timed, and every segment keeps the default plan."},
+                             "timed, and a segment keeps the default plan unless replay finds the GPU sets "
+                             "its pace (its barrier waiting over half the time the host took to issue it, "
+                             "three times in a row: the ramp with no tail)."},
     [AG_OPT_WARMUP] = {"AUTOGRAPH_WARMUP", AG_OPT_INT, "2", "1..1000",
                        "How many times a chunk of work must be seen, identically, before it is deferred and "
                        "replayed from a CUDA graph. With 1, CUPTI's learning window opens in the first "
@@ -75,7 +77,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "always); then the cuts that a model of host and GPU times finishes soonest with, "
                            "where it beats the halving plan by two graph launches and 0.5% of the segment's time; a "
                            "segment whose GPU time is over half its host time keeps the ramp with no tail "
-                           "(the GPU still has work queued at the sync)."},
+                           "(the GPU still has work queued at the sync); so does an untimed one whose sync, "
+                           "replayed, waits over half the time the host took to issue it, three times in a "
+                           "row."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},
