@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What CUPTI's kernel timing in the learning window buys, against the pace taken from replay itself
-# (ag_learner_waited: a segment whose barrier waits longer than replay took to issue it keeps the ramp and
-# loses the tail). Not a test (nothing is asserted); on the GPU machine, after a build:
+# (ag_learner_waited: a segment whose barrier waits over half the time replay took to issue it, three
+# sightings in a row, keeps the ramp and loses the tail). Not a test (nothing is asserted); on the GPU machine, after a build:
 #   bash tests/gpu/pace_diag.sh [REPS (5)] [BUILD (build-gpu)]
 # 1. launch_bound against its hand graph (lb_diag.sh): default, AUTOGRAPH_CUPTI_TIMING=off, AUTOGRAPH_CUPTI=off;
 # 2. one run of each of those with AUTOGRAPH_LOG=debug: which plan each segment got, and from what;

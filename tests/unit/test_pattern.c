@@ -323,10 +323,10 @@ static void test_plan_learner(void)
 }
 
 /* The pace from replay (ag_learner_waited): a segment no timing planned whose barrier waited more than
- * half the time the host took to issue it, AG_PACED_WAITS replayed sightings in a row, gets the ramp with no tail (the
- * plan a timing gives a segment the GPU paces); a shorter wait starts the count again; after
- * AG_WAIT_WEIGHED sightings it is weighed no more. Not a segment a timing judged, not another length,
- * not one that ends at a virtual barrier, not with the halving plan. */
+ * half the time the host took to issue it, AG_PACED_WAITS replayed sightings in a row, gets the ramp
+ * with no tail (the plan a timing gives a segment the GPU paces); a shorter wait starts the count again;
+ * after AG_WAIT_WEIGHED sightings it is weighed no more. Not a segment a timing judged, not another
+ * length, not one that ends at a virtual barrier, not with the halving plan. */
 static void test_plan_waits(void)
 {
     sim_t s;
