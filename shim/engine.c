@@ -274,12 +274,12 @@ struct engine {
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels;
     /* The pace of a replayed segment no timing planned (ag_learner_waited): the segment that ended at
      * this engine's last barrier, replayed whole, is weighed when the barrier's call returns (wt_armed;
-     * wt_at: the operation count then, which must not have moved), from its seed and operations, the
-     * host's time from its first operation to the barrier, and when the call went to the driver. */
+     * no operation may have come since: pf_op0 is still the operation count then), from its seed and
+     * operations, the host's time from its first operation to the barrier, and when the call went to the
+     * driver. Barriers armed. */
     int wt_armed;
-    uint64_t wt_seed, wt_ops, wt_at, wt_host, wt_t;
-    /* barriers armed, sightings weighed, and of them those that waited over half their host time */
-    uint64_t wt_arms, wt_weighed, wt_long;
+    uint64_t wt_seed, wt_ops, wt_host, wt_t;
+    uint64_t wt_arms;
 };
 
 /* Zero until made (engine_of sets each one up; all-zero is glibc's PTHREAD_MUTEX_INITIALIZER, for the
@@ -1505,21 +1505,21 @@ static void arm_wait(uint64_t seed, uint64_t t0)
 {
     uint64_t ops = E.ops - E.pf_op0;
     E.wt_armed = 0;
-    if (!tl_may_wait || !ops || !t0 || E.deferred - E.pf_def0 != ops || E.pf_other || E.npending ||
+    if (!tl_may_wait || !ops || !t0 || E.deferred - E.pf_def0 != ops || E.pf_other ||
         !ag_learner_weighs_wait(&E.learner, seed, (uint32_t)ops))
         return;
     E.wt_armed = 1;
     E.wt_arms++;
     E.wt_seed = seed;
     E.wt_ops = ops;
-    E.wt_at = E.ops;
     E.wt_t = tl_wait_t = ag_now_ns();
     E.wt_host = E.wt_t - t0;
     ag_wait_engine = eng;
 }
 
 /* The barrier's call armed by this thread returned: how long it blocked is weighed (unless an operation
- * came since, or another thread's barrier armed the engine anew). */
+ * came since, or another thread's barrier armed the engine anew; profit_begin set pf_op0 right after the
+ * arming, and every barrier since re-armed or disarmed). */
 void ag_engine_waited(void)
 {
     uint64_t now = ag_now_ns();
@@ -1528,20 +1528,15 @@ void ag_engine_waited(void)
     pthread_mutex_lock(&E.lock);
     if (E.wt_armed && E.wt_t == tl_wait_t) {
         E.wt_armed = 0;
-        int weigh = E.ready && !E.disabled && E.wt_at == E.ops;
-        if (weigh) {
-            E.wt_weighed++;
-            E.wt_long += (now - E.wt_t) * AG_PLAN_HOST_PER_GPU > E.wt_host;
+        if (E.ready && !E.disabled && E.pf_op0 == E.ops) {
             ag_log(AG_LOG_DEBUG, "the segment of %llu operations, replayed: %.1f us of host work, then %.1f us "
                    "waited at its barrier", (unsigned long long)E.wt_ops, (double)E.wt_host / 1e3,
                    (double)(now - E.wt_t) / 1e3);
-        }
-        if (weigh && ag_learner_waited(&E.learner, E.wt_seed, (uint32_t)E.wt_ops, E.wt_host, now - E.wt_t)) {
-            ag_log(AG_LOG_DEBUG, "the segment of %llu operations, replayed, waited %.1f us at its barrier after "
-                   "%.1f us of host work, %d times in a row: the GPU sets its pace (the ramp, no tail)",
-                   (unsigned long long)E.wt_ops, (double)(now - E.wt_t) / 1e3, (double)E.wt_host / 1e3,
-                   AG_PACED_WAITS);
-            log_plan(E.wt_seed);
+            if (ag_learner_waited(&E.learner, E.wt_seed, (uint32_t)E.wt_ops, E.wt_host, now - E.wt_t)) {
+                ag_log(AG_LOG_DEBUG, "%d such waits in a row: the GPU sets its pace (the ramp, no tail)",
+                       AG_PACED_WAITS);
+                log_plan(E.wt_seed);
+            }
         }
     }
     pthread_mutex_unlock(&E.lock);
@@ -2599,8 +2594,7 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
         tl_may_wait = 0;
         leave();
         CUresult r = eager_d2h(c); /* blocking: never under the lock */
-        if (ag_wait_engine)
-            ag_engine_waited();
+        ag_wait_done();
         return r;
     }
     ag_op_t o;
@@ -2636,8 +2630,7 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
             memcpy(c->dst, stage, c->n);
         atomic_fetch_add_explicit(&E.copy_wait_ns, ag_now_ns() - t0, memory_order_relaxed);
     }
-    if (ag_wait_engine)
-        ag_engine_waited();
+    ag_wait_done();
     return r;
 }
 
@@ -3251,7 +3244,7 @@ static void add_totals(void *arg)
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
-    t->wt_arms += E.wt_arms, t->wt_weighed += E.wt_weighed, t->wt_long += E.wt_long;
+    t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;

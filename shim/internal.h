@@ -222,6 +222,11 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s);
  * its pace is not known yet): the hook calls ag_engine_waited once the driver's call returned. */
 extern AG_TLS void *ag_wait_engine;
 void ag_engine_waited(void);
+static inline void ag_wait_done(void)
+{
+    if (AG_UNLIKELY(ag_wait_engine != NULL))
+        ag_engine_waited();
+}
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */

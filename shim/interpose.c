@@ -36,8 +36,7 @@
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             engine_call;                                                                              \
         CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
-        if (AG_UNLIKELY(ag_wait_engine != NULL))                                                      \
-            ag_engine_waited();                                                                       \
+        ag_wait_done();                                                                               \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
             atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             ag_engine_capture_failed(AG_ID_##name);                                                   \

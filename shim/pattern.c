@@ -332,8 +332,11 @@ int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t hos
     ag_seglen_t *s = weighing(l, seed, ops);
     if (!s)
         return 0;
+    int longer = wait_ns * AG_PLAN_HOST_PER_GPU > host_ns;
     s->waits_weighed++;
-    s->waits_long = wait_ns * AG_PLAN_HOST_PER_GPU > host_ns ? s->waits_long + 1 : 0;
+    s->waits_long = longer ? s->waits_long + 1 : 0;
+    l->waits_weighed++;
+    l->waits_long += (uint64_t)longer;
     if (s->waits_long < AG_PACED_WAITS)
         return 0;
     paced_plan(l, s, ops);

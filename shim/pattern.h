@@ -239,6 +239,7 @@ typedef struct {
     uint64_t segments_planned; /* timings that gave a segment the modeled plan */
     uint64_t segments_gpu_paced; /* those of them where the GPU sets the pace: the ramp with no tail */
     uint64_t segments_paced_by_wait; /* segments found GPU-paced by their barrier's waits in replay */
+    uint64_t waits_weighed, waits_long; /* replayed sightings weighed, and those that waited over half */
     /* the last timing's comparison of plans (ag_learner_timing), for the engine's debug log: the modeled
      * plan's and the default plan's chunks and times (ns; 0 chunks: not compared), and the margin */
     uint32_t model_chunks, default_chunks;
