@@ -633,6 +633,14 @@ static void segment_end(void)
     }
 }
 
+/* A learning window may open now: learn mode, no window open in any engine, CUPTI able to guard, and the
+ * wait after the last window over. */
+static int window_may_open(void)
+{
+    return !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN && !__atomic_load_n(&g_timer, __ATOMIC_RELAXED) &&
+           ag_cupti_can_guard() && ag_now_ns() >= __atomic_load_n(&g_window_next, __ATOMIC_RELAXED);
+}
+
 /* A chunk closed as variant v (learned or seen again): watched whole by the guard it becomes
  * deferrable; seen again before the guard watched it, the guard is attached for its next sighting. */
 static void sighted(ag_variant_t *v)
@@ -643,13 +651,22 @@ static void sighted(ag_variant_t *v)
         E.rseg_repeated += v->len;
     int guarded = ag_learner_guarded(&E.learner, v);
     note_guarded();
-    if (guarded)
-        return;
-    if ((v->seen >= 2 || E.learner.warmup <= 1) && !E.cupti_learning && ag_cupti_mode() == AG_CUPTI_LEARN &&
-        !__atomic_load_n(&g_timer, __ATOMIC_RELAXED) &&
-        ag_cupti_can_guard() && ag_now_ns() >= __atomic_load_n(&g_window_next, __ATOMIC_RELAXED)) {
+    if (!guarded && (v->seen >= 2 || E.learner.warmup <= 1) && window_may_open()) {
         cupti_learning(1);
         E.window_early = E.cupti_learning && v->seen < 2;
+    }
+}
+
+/* Right after a barrier (real or virtual), before the next segment's first operation: where that
+ * segment's first chunk comes to its warm-up-th sighting unwatched, the window opens now rather than
+ * after that chunk (sighted), so that the sighting is watched and timed whole and the work is held back
+ * at its next one. With a window opened at the chunk's end instead, launch_bound's third iteration was
+ * watched from its second chunk on and its fourth ran eager again to be timed whole. */
+static void window_ahead(void)
+{
+    if (window_may_open() && ag_learner_expects_unguarded(&E.learner)) {
+        cupti_learning(1);
+        E.window_early = 0;
     }
 }
 
@@ -1564,6 +1581,8 @@ static void barrier(uint64_t kind, int reason)
     ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
     E.nrecs = 0;
     sighted(v);
+    if (!c)
+        window_ahead(); /* (a chunk completed here launches its graph below, which would close it) */
     segment_begin();
     if (c) {
         if (v == c)
@@ -1871,6 +1890,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
         sighted(v);
         if (step == 2) {
+            if (!c)
+                window_ahead();
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
             E.pf_other = 1;  /* nor to compare with plain launches */
         }

@@ -555,6 +555,10 @@ ag_variant_t *ag_learner_close(ag_learner_t *l)
     return v;
 }
 
+/* A segment of fewer operations repeating says little about what follows it (a copy of the loss to the
+ * host every iteration, between steps that never repeat): ag_learner_expects_unguarded. */
+#define AHEAD_MIN_OPS 4
+
 ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 {
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
@@ -566,7 +570,9 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     s->length = l->seg_pos;
     s->real_end = !virtual_;
     l->seg_real = !virtual_;
-    l->seg_seed = ag_mix(ag_mix(SEG_SEED0, l->content), virtual_ ? VIRTUAL_KIND : kind);
+    uint64_t seed = ag_mix(ag_mix(SEG_SEED0, l->content), virtual_ ? VIRTUAL_KIND : kind);
+    l->seg_after_repeat = l->seg_pos >= AHEAD_MIN_OPS && (s->repeats >= 2 || seed == l->seg_seed);
+    l->seg_seed = seed;
     l->content = CONTENT0;
     l->seg_pos = 0;
     l->chunk_pos = 0;
@@ -614,6 +620,22 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
             out[n++] = v;
     }
     return n;
+}
+
+int ag_learner_expects_unguarded(ag_learner_t *l)
+{
+    if (l->warmup < 2 || !l->seg_after_repeat)
+        return 0;
+    ag_vtable_t *t = &l->table;
+    for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v; v = v->next) {
+        if (v->start != l->chunk_start || v->ungraphable || v->guarded)
+            continue;
+        const ag_seglen_t *s = seglen_find(l, v->seg);
+        uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
+        if (!(s && s->gpu_bound) && v->seen + 1 >= l->warmup << shift)
+            return 1;
+    }
+    return 0;
 }
 
 void ag_learner_failed(ag_learner_t *l, ag_variant_t **cands, int n)

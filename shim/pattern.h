@@ -195,6 +195,8 @@ typedef struct {
     uint32_t watch_run;   /* the CUPTI guard's current watch run (see gkeys), 0 while not watching */
     uint64_t chunk_start; /* key at the chunk's start */
     uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
+    uint8_t seg_after_repeat; /* the segment before it repeated: it ended as the last time it started
+                               * there, or it started where it ends (the same segment back to back) */
     uint8_t chunk_planned; /* the current chunk was cut by its segment's own plan (from its timing) */
 
     /* configuration */
@@ -316,6 +318,15 @@ void ag_learner_watch(ag_learner_t *l, int on);
 
 /* Whether every operation of v was seen in one run of the guard (cached in v->guarded once true). */
 int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v);
+
+/* Right after a barrier: whether the segment's first chunk is likely to come to its warm-up-th sighting
+ * (warm-up 2 or more) now, unwatched by the guard. The segment before repeated (seg_after_repeat, one of
+ * a few operations or more: a loop, not work that only starts the same way each time), and a variant known at this start, not found
+ * guarded, is made a candidate by one more sighting (graphable, its segment not GPU-bound). The engine
+ * then opens the learning window here rather than after that chunk: the sighting is watched whole (and,
+ * where the segment is timed, timed whole), so the work is held back at its next sighting instead of
+ * one later. */
+int ag_learner_expects_unguarded(ag_learner_t *l);
 
 /* A deferral of these candidates failed. Unless the chunk turns out to be another known variant, they
  * are charged when it closes: from the second failure in a row on, their sightings are forgotten and

@@ -34,6 +34,9 @@
 #                    rereads a global cuptiFinalize clears); identical output
 #   attach_point     the chunk that ended where CUPTI attached was not watched: it is not held back until
 #                    the guard saw it whole, so an unhooked launch first coming right after it is caught
+#   ahead            one segment per iteration: the window opens ahead of the segment's second sighting
+#                    (watched and timed whole), so the next one is held back; an unhooked launch is still
+#                    caught
 #   windows          new variants keep coming all run long (--drift 5: a new one every 5 iterations, 120
 #                    in all): once trusted, each window doubles the wait for the next (to 8 times the first),
 #                    so fewer windows open (1-7 here, against 21-30 when every window waited the same);
@@ -278,6 +281,27 @@ attach_point)
     same p run
     expect run "$unhooked"
     expect run "s['replay']['stopped_by_guard'] is True and s['replay']['guard_trusted'] is False"
+    ;;
+ahead)
+    # One segment per iteration (--no-copy), as launch_bound's: once it has repeated back to back, the
+    # window opens at the start of its next sighting (the third iteration) rather than after that
+    # sighting's first chunk, so the sighting is watched and timed whole and the fourth iteration is held
+    # back. Eager: three iterations of 15 launches and the last chunk of the fourth (cut anew once the
+    # length was known, graphed at its second sighting); 60 when the fourth ran eager too.
+    plain p --no-unhooked --no-copy --iters 12
+    shim run -- --no-unhooked --no-copy --iters 12
+    same p run
+    expect run "c['attaches'] == 1 and s['replay']['segments_timed'] == 1 and $replayed"
+    expect run "s['replay']['launches_eager_through_engine'] <= 3 * 15 + 7"
+    # With the unhooked launch in every iteration: the window opened ahead sees it.
+    plain u --no-copy --iters 12
+    shim uh -- --no-copy --iters 12
+    same u uh
+    expect uh "$unhooked and s['replay']['stopped_by_guard'] is True"
+    # Timing off: the same window, the fourth iteration held back as well.
+    shim untimed AUTOGRAPH_CUPTI_TIMING=off -- --no-unhooked --no-copy --iters 12
+    same p untimed
+    expect untimed "s['replay']['launches_eager_through_engine'] <= 3 * 15 + 7"
     ;;
 windows)
     plain p --no-unhooked --drift 5 --iters 600

@@ -34,11 +34,12 @@ mode_env() {
 for i in $(seq "$reps"); do # REPS 0: only the iterations and the log below
     for m in "${modes[@]}"; do
         mode_env "$m"
-        [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$T/$m.json")
-        env "${e[@]}" AG_ITER_US=4096 "$B/bin/$smp" "${a[@]}" >"$T/$m.out" 2>"$T/$m.err"
-        sed -n 's/^loop_ms: //p' "$T/$m.err" >>"$T/$m.loop"
-        sed -n 's/^iter_us: //p' "$T/$m.err" >>"$T/$m.iters"
-        sed -n 's/^steady_ms: //p' "$T/$m.err" >>"$T/$m.steady"
+        f=$T/${m//\//_} # a mode's files (a path in it, LD_PRELOAD=PATH, made a name)
+        [ "$i" = 1 ] && [ "$m" != hand ] && e+=(AUTOGRAPH_STATS="$f.json")
+        env "${e[@]}" AG_ITER_US=4096 "$B/bin/$smp" "${a[@]}" >"$f.out" 2>"$f.err"
+        sed -n 's/^loop_ms: //p' "$f.err" >>"$f.loop"
+        sed -n 's/^iter_us: //p' "$f.err" >>"$f.iters"
+        sed -n 's/^steady_ms: //p' "$f.err" >>"$f.steady"
     done
 done
 [ "$reps" -gt 0 ] && python3 - "$T" "$smp" "${LB_ITERS:-0}" "${modes[@]}" <<'PY'
@@ -50,10 +51,10 @@ med = lambda f: statistics.median(float(x) for x in open(f))
 h_loop, h_st = med(f"{d}/hand.loop"), med(f"{d}/hand.steady")
 print(f"{smp}: mode | loop ms (x hand) | steady ms (x hand) | fixed ms (loop - 2 steady) | graph launches/iter | eager-issued launches")
 for m in modes:
-    lp, st = med(f"{d}/{m}.loop"), med(f"{d}/{m}.steady")
+    lp, st = med(f"{d}/{m.replace('/', '_')}.loop"), med(f"{d}/{m.replace('/', '_')}.steady")
     extra = ""
     try:
-        s = json.load(open(f"{d}/{m}.json"))
+        s = json.load(open(f"{d}/{m.replace('/', '_')}.json"))
         r = s.get("replay", {})
         extra = f" | {r.get('graph_launches', 0) / iters:.2f} | {r.get('launches_eager', r.get('launches_eager_through_engine', '-'))}"
     except Exception:
@@ -63,7 +64,7 @@ for m in modes:
 # medians over the runs, and what each phase costs over the hand graph's.
 phases = [(0, 2), (2, 6), (6, 24), (24, iters // 2), (iters // 2, iters)]
 def by_phase(m):
-    runs = [[float(x) for x in line.split()] for line in open(f"{d}/{m}.iters") if len(line.split()) >= iters]
+    runs = [[float(x) for x in line.split()] for line in open(f"{d}/{m.replace('/', '_')}.iters") if len(line.split()) >= iters]
     return [statistics.median(sum(r[a:b]) for r in runs) / 1e3 for a, b in phases] if runs else None
 hand = by_phase("hand")
 if hand:

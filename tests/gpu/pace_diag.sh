@@ -7,7 +7,9 @@
 # 2. one run of each of those with AUTOGRAPH_LOG=debug: which plan each segment got, and from what;
 # 3. the PyTorch MLP step in-process A/B (torch_mlp.py --ab 10: blocks of 10 steps with the shim and
 #    paused in turn), REPS runs of each setting interleaved, losses compared with a plain run.
-# PACE_PARTS (default "lb log torch") picks the parts.
+# PACE_PARTS (default "lb log torch") picks the parts; PACE_SETTINGS the settings (default "default
+# AUTOGRAPH_CUPTI_TIMING=off AUTOGRAPH_CUPTI=off"; a setting is VAR=value[,VAR=value...], where
+# LD_PRELOAD=PATH runs another build of the shim).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 reps=${1:-5}
@@ -15,9 +17,9 @@ B=${2:-build-gpu}
 L=$(cd "$B" && pwd)/lib/libautograph.so
 T=$(mktemp -d)
 want() { [[ " ${PACE_PARTS:-lb log torch} " == *" $1 "* ]]; }
-settings=(default AUTOGRAPH_CUPTI_TIMING=off AUTOGRAPH_CUPTI=off)
-# env_of SETTING: the assignments of a setting (none for default)
-env_of() { [ "$1" = default ] || echo "$1"; }
+read -r -a settings <<<"${PACE_SETTINGS:-default AUTOGRAPH_CUPTI_TIMING=off AUTOGRAPH_CUPTI=off}"
+# env_of SETTING: the assignments of a setting (none for default), one word each
+env_of() { [ "$1" = default ] || echo "${1//,/ }"; }
 
 if want lb; then
     LB_LOG_LINES=0 LB_MODES="hand ${settings[*]}" bash tests/gpu/lb_diag.sh "$reps" "$B" 2>&1 | grep -v '^debug log'
@@ -27,10 +29,10 @@ if want log; then
     echo "launch_bound's plans, one debug run per setting (the lines that say how a segment was planned):"
     for s in "${settings[@]}"; do
         # shellcheck disable=SC2046 # a setting is one VAR=value word, or none
-        env LD_PRELOAD="$L" AUTOGRAPH_LOG=debug AUTOGRAPH_STATS="$T/lb.$s.json" $(env_of "$s") "$B/bin/launch_bound" \
+        env LD_PRELOAD="$L" AUTOGRAPH_LOG=debug AUTOGRAPH_STATS="$T/lb.${s//\//_}.json" $(env_of "$s") "$B/bin/launch_bound" \
             2>&1 >/dev/null | grep -E 'GPU sets its pace|chunk plan for|segment of [0-9]+ operations timed' |
             sed "s/^/  $s: /" | head -6
-        python3 - "$T/lb.$s.json" "$s" <<'PY'
+        python3 - "$T/lb.${s//\//_}.json" "$s" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))["replay"]
@@ -51,14 +53,14 @@ if want torch; then
     for i in $(seq "$reps"); do
         for s in "${settings[@]}"; do
             # shellcheck disable=SC2046
-            env LD_PRELOAD="$L" AUTOGRAPH_STATS="$T/t.$s.json" $(env_of "$s") "${pin[@]}" python3 \
-                tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t.$s.out" 2>>"$T/t.$s.err"
-            cmp -s "$T/plain.out" "$T/t.$s.out" || echo "  $s run $i: losses differ from the plain run"
+            env LD_PRELOAD="$L" AUTOGRAPH_STATS="$T/t.${s//\//_}.json" $(env_of "$s") "${pin[@]}" python3 \
+                tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t.${s//\//_}.out" 2>>"$T/t.${s//\//_}.err"
+            cmp -s "$T/plain.out" "$T/t.${s//\//_}.out" || echo "  $s run $i: losses differ from the plain run"
         done
     done
     echo "PyTorch MLP step, in-process A/B (shim against paused), $reps runs each:"
     for s in "${settings[@]}"; do
-        python3 - "$T/t.$s.err" "$T/t.$s.json" "$s" <<'PY'
+        python3 - "$T/t.${s//\//_}.err" "$T/t.${s//\//_}.json" "$s" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/gpu")
 from ratios import ab_summary

@@ -520,6 +520,64 @@ static void test_seglen_collision(void)
     ag_learner_destroy(&l);
 }
 
+/* ag_learner_expects_unguarded, right after each barrier: the engine opens the learning window ahead of a
+ * segment whose first chunk comes to its warm-up-th sighting unwatched, once the segment before it
+ * repeated (back to back, or as it ended the last time it started at the same point). */
+static void test_window_ahead(void)
+{
+    sim_t s;
+    /* one segment per iteration: iteration 0 starts at the program's start, iteration 1 is the first
+     * sighting at the loop's own start, which iteration 2 comes back to after it repeated back to back */
+    sim_init(&s, 128);
+    s.l.require_guard = 1; /* candidates then need the guard: refresh finds which were watched */
+    CHECK(!ag_learner_expects_unguarded(&s.l));
+    iteration(&s, 20, 0, 1);
+    CHECK(!ag_learner_expects_unguarded(&s.l)); /* nothing known at this start */
+    iteration(&s, 20, 0, 1);
+    CHECK(ag_learner_expects_unguarded(&s.l)); /* its second sighting comes */
+    iteration(&s, 20, 0, 1);
+    CHECK(ag_learner_expects_unguarded(&s.l)); /* still unwatched */
+    ag_learner_watch(&s.l, 1);
+    iteration(&s, 20, 0, 1);
+    ag_learner_watch(&s.l, 0);
+    CHECK(s.ncand > 0 && !ag_learner_expects_unguarded(&s.l)); /* watched whole: a candidate now */
+    ag_learner_destroy(&s.l);
+
+    /* a segment of fewer operations repeating says little: not before the start it leads to */
+    sim_init(&s, 128);
+    for (int it = 0; it < 4; it++)
+        iteration(&s, 3, 0, 1);
+    CHECK(!ag_learner_expects_unguarded(&s.l));
+    ag_learner_destroy(&s.l);
+
+    /* two segments an iteration: A's start is expected once B ended as it did the time before */
+    sim_init(&s, 128);
+    iteration(&s, 20, 0, 1);
+    iteration(&s, 10, 1, 1); /* B after A: A's start is new */
+    CHECK(!ag_learner_expects_unguarded(&s.l));
+    iteration(&s, 20, 0, 1); /* A at its loop start, first sighting */
+    CHECK(!ag_learner_expects_unguarded(&s.l)); /* A's start (after B) had not repeated */
+    iteration(&s, 10, 1, 1); /* B, ended as the last time at its start */
+    CHECK(ag_learner_expects_unguarded(&s.l));
+    ag_learner_destroy(&s.l);
+
+    /* the loop's segment changes (a new shape): what follows it is not expected */
+    sim_init(&s, 128);
+    iteration(&s, 20, 0, 1);
+    iteration(&s, 20, 0, 1);
+    CHECK(ag_learner_expects_unguarded(&s.l));
+    iteration(&s, 20, 5, 1);
+    CHECK(!ag_learner_expects_unguarded(&s.l)); /* the segment before did not repeat */
+    ag_learner_destroy(&s.l);
+
+    /* warm-up 1: the window opens at a chunk's first sighting anyway (the engine's sighted) */
+    sim_init_warm(&s, 128, 8, 1);
+    for (int it = 0; it < 3; it++)
+        iteration(&s, 20, 0, 1);
+    CHECK(!ag_learner_expects_unguarded(&s.l));
+    ag_learner_destroy(&s.l);
+}
+
 int main(void)
 {
     sim_t s;
@@ -529,6 +587,7 @@ int main(void)
     test_plan_waits();
     test_rest();
     test_seglen_collision();
+    test_window_ahead();
 
     /* Period finder. */
     int32_t scratch[64];
