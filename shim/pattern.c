@@ -316,8 +316,8 @@ ag_profit_t *ag_learner_profit(ag_learner_t *l, uint64_t seed)
 static ag_seglen_t *weighing(ag_learner_t *l, uint64_t seed, uint32_t ops)
 {
     ag_seglen_t *s = l->model_plans ? seglen_find(l, seed) : NULL;
-    if (!s || !s->real_end || !ops || ops != s->length || ops > AG_PLAN_MAX_OPS || s->gpu_ns_per_op ||
-        s->gpu_paced || s->nends || s->waits_weighed >= AG_WAIT_WEIGHED)
+    if (!s || !s->real_end || !ops || ops != s->length || ops > AG_PLAN_MAX_OPS || s->gpu_paced || s->gpu_bound ||
+        s->waits_weighed >= AG_WAIT_WEIGHED)
         return NULL;
     return s;
 }

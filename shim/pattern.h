@@ -290,7 +290,7 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
                        const ag_optime_t *t, const ag_plan_params_t *p);
 
-/* The pace of a segment no timing planned, from replay itself. A whole sighting of the segment that started
+/* The pace of a segment not known to be paced by the GPU, from replay itself. A whole sighting of the segment that started
  * at `seed` (ops operations, every one of them held back and replayed) took the host host_ns from its first
  * operation until its barrier's call went to the driver, and that call then blocked for wait_ns: the GPU
  * still had at least that much of the segment's work queued when the host was done, so the segment's GPU
@@ -299,8 +299,12 @@ void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gp
  * segment keeps the ramp and loses the tail, as a timing would plan it (the chunks it cuts anew are
  * graphed at their second sighting). Measured on the H200 (launch_bound, halving plan): 120-140 us of host
  * work and 100-110 us waited, outliers about one sighting in ten; the paced plan then took 87-95 us and
- * waited 130-140 us. Only segments that end at a real barrier, that no timing planned or judged, with
- * model_plans set; at most AG_WAIT_WEIGHED sightings each. Returns 1 when the segment got the plan now. */
+ * waited 130-140 us. A timing's verdict of host-paced is weighed too: CUPTI attached inflates the host
+ * time of the launches it watches, so a segment the GPU paces can be timed as host-paced (launch_bound,
+ * timed in its second sighting under CUPTI on the H200: 370 us of host time as replay would take it, GPU
+ * 184 us, a plan of three chunks; in replay the host took 90-140 us). Only segments that end at a real
+ * barrier, neither GPU-paced nor GPU-bound, with model_plans set; at most AG_WAIT_WEIGHED sightings each.
+ * Returns 1 when the segment got the plan now. */
 #define AG_PACED_WAITS 3
 #define AG_WAIT_WEIGHED 32
 int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t host_ns, uint64_t wait_ns);

@@ -31,7 +31,7 @@ if want log; then
         # shellcheck disable=SC2046 # a setting is one VAR=value word, or none
         env LD_PRELOAD="$L" AUTOGRAPH_LOG=debug AUTOGRAPH_STATS="$T/lb.${s//\//_}.json" $(env_of "$s") "$B/bin/launch_bound" \
             2>&1 >/dev/null | grep -E 'GPU sets its pace|chunk plan for|segment of [0-9]+ operations timed' |
-            sed "s/^/  $s: /" | head -6
+            sed "s|^|  $s: |" | head -6
         python3 - "$T/lb.${s//\//_}.json" "$s" <<'PY'
 import json, sys
 try:

@@ -379,22 +379,56 @@ static void test_plan_waits(void)
     CHECK(s.l.segments_paced_by_wait == 0 && ag_learner_seglen(&s.l, seed)->nends == 0);
     ag_learner_destroy(&s.l);
 
-    /* a timing judged it (host-paced here, or a modeled plan): replay's waits do not overrule it; with
-     * the halving plan asked for (model_plans 0), nothing is weighed */
-    for (int model = 0; model < 2; model++) {
+    /* with the halving plan asked for (model_plans 0), nothing is weighed */
+    sim_init(&s, 128);
+    for (int it = 0; it < 6; it++)
+        iteration(&s, 140, 0, 1);
+    seed = s.l.seg_seed;
+    CHECK(!ag_learner_weighs_wait(&s.l, seed, 140));
+    for (int i = 0; i < AG_PACED_WAITS; i++)
+        CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
+    CHECK(s.l.segments_paced_by_wait == 0 && !ag_learner_seglen(&s.l, seed)->gpu_paced);
+    ag_learner_destroy(&s.l);
+
+    /* a timing judged it host-paced and gave it a modeled plan (its host time inflated by CUPTI's
+     * callbacks): replay's waits overrule that, and the ramp replaces the modeled cuts; one judged
+     * GPU-paced, or GPU-bound, is not weighed */
+    ag_optime_t *t = calloc(140, sizeof *t);
+    CHECK(t != NULL);
+    for (int kind = 0; kind < 3 && t; kind++) {
         sim_init(&s, 128);
-        s.l.model_plans = (uint8_t)model;
+        s.l.model_plans = 1;
+        s.l.bound_ratio = 8;
         for (int it = 0; it < 6; it++)
             iteration(&s, 140, 0, 1);
         seed = s.l.seg_seed;
-        if (model)
-            ag_learner_timing(&s.l, seed, 140, 140ull * 1000, 140ull * 30000, NULL, NULL);
-        CHECK(!ag_learner_weighs_wait(&s.l, seed, 140));
+        /* kind 0: host-paced, a gap after operation 69 that the model cuts before; 1: GPU-paced; 2:
+         * GPU-bound */
+        uint32_t host = kind == 0 ? 2000 : 500, gpu = kind == 0 ? 600 : kind == 1 ? 900 : 9000;
+        fill(t, 0, 140, host, gpu);
+        if (kind == 0)
+            t[69].host_ns = 200000;
+        uint64_t hsum = 0, gsum = 0;
+        for (int i = 0; i < 140; i++)
+            hsum += t[i].host_ns, gsum += t[i].gpu_ns;
+        ag_learner_timing(&s.l, seed, 140, gsum, hsum, t, &PLAN_P);
+        const ag_seglen_t *tl = ag_learner_seglen(&s.l, seed);
+        CHECK(tl->gpu_bound == (kind == 2) && !tl->gpu_paced == (kind == 0));
+        if (kind == 0)
+            CHECK(tl->nends > 0 && !tl->gpu_paced); /* the modeled plan */
+        CHECK(ag_learner_weighs_wait(&s.l, seed, 140) == (kind == 0));
         for (int i = 0; i < AG_PACED_WAITS; i++)
-            CHECK(!ag_learner_waited(&s.l, seed, 140, 10000, 50000));
-        CHECK(s.l.segments_paced_by_wait == 0 && !ag_learner_seglen(&s.l, seed)->gpu_paced);
+            CHECK(ag_learner_waited(&s.l, seed, 140, 10000, 50000) == (kind == 0 && i == AG_PACED_WAITS - 1));
+        CHECK(s.l.segments_paced_by_wait == (kind == 0));
+        if (kind == 0) {
+            const uint32_t paced[] = {8, 8, 16, 32, 64, 12};
+            CHECK(tl->gpu_paced && tl->nends == 6);
+            for (uint32_t i = 0; i < 6 && i < tl->nends; i++)
+                CHECK(tl->ends[i] - (i ? tl->ends[i - 1] : 0) == paced[i]);
+        }
         ag_learner_destroy(&s.l);
     }
+    free(t);
 
     /* a loop with no barrier (its segments end at virtual ones): never weighed */
     sim_init(&s, 128);
