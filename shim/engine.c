@@ -660,7 +660,7 @@ static void sighted(ag_variant_t *v)
 /* Right after a barrier (real or virtual), before the next segment's first operation: where that
  * segment's first chunk comes to its warm-up-th sighting unwatched, the window opens now rather than
  * after that chunk (sighted), so that the sighting is watched whole and the work can be held back at its
- * next one. Returns 1 when it opened: the caller leaves that segment untimed. CUPTI's first launches
+ * next one. That segment is left untimed: CUPTI's first launches
  * after it attaches cost the host several times a later one's (launch_bound's first iteration under it
  * on the H200: 3.1 ms of host time, 1.1 ms as replay would take it, against about 0.2 ms), which made
  * its replay look host-paced and gave it a plan of three chunks (1.33x slower a step than its ramp); a
@@ -668,13 +668,13 @@ static void sighted(ag_variant_t *v)
  * with the window opened after the chunk. Without the timing (AUTOGRAPH_CUPTI_TIMING=off), or where
  * the segment was timed before, that next sighting is replayed: launch_bound's learning cost 1.6 ms
  * less than with the window opened after the chunk. */
-static int window_ahead(void)
+static void window_ahead(void)
 {
     if (!window_may_open() || !ag_learner_expects_unguarded(&E.learner))
-        return 0;
-    cupti_learning(1);
+        return;
+    cupti_learning(1); /* (its segment_begin: no operation of the segment came yet) */
     E.window_early = 0;
-    return E.cupti_learning;
+    E.seg_timed = 0;
 }
 
 /* ---- arena and pending operations ---- */
@@ -1588,10 +1588,7 @@ static void barrier(uint64_t kind, int reason)
     ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
     E.nrecs = 0;
     sighted(v);
-    int ahead = !c && window_ahead(); /* (a chunk completed here launches its graph below: it would close) */
     segment_begin();
-    if (ahead)
-        E.seg_timed = 0;
     if (c) {
         if (v == c)
             complete(c, 0);
@@ -1600,6 +1597,10 @@ static void barrier(uint64_t kind, int reason)
     }
     arm_wait(seed, seg_t0);
     profit_end();
+    /* after the segment that ended was judged (an attached CUPTI makes it one that cannot be compared),
+     * and where no chunk completed here (its graph launch would close the window) */
+    if (!c)
+        window_ahead();
     profit_begin();
     refresh_candidates();
     /* A segment of a few operations says nothing either way (graphs of so few could not pay); one
@@ -1898,10 +1899,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
         sighted(v);
         if (step == 2) {
-            int ahead = !c && window_ahead();
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
-            if (ahead)
-                E.seg_timed = 0;
+            if (!c)
+                window_ahead();
             E.pf_other = 1;  /* nor to compare with plain launches */
         }
         if (c) {
