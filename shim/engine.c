@@ -660,14 +660,13 @@ static void sighted(ag_variant_t *v)
 /* Right after a barrier (real or virtual), before the next segment's first operation: where that
  * segment's first chunk comes to its warm-up-th sighting unwatched, the window opens now rather than
  * after that chunk (sighted), so that the sighting is watched whole and the work can be held back at its
- * next one. That segment is left untimed: CUPTI's first launches
- * after it attaches cost the host several times a later one's (launch_bound's first iteration under it
- * on the H200: 3.1 ms of host time, 1.1 ms as replay would take it, against about 0.2 ms), which made
- * its replay look host-paced and gave it a plan of three chunks (1.33x slower a step than its ramp); a
- * segment never timed is held and timed at its next sighting instead (hold_for_timing), as it was
- * with the window opened after the chunk. Without the timing (AUTOGRAPH_CUPTI_TIMING=off), or where
- * the segment was timed before, that next sighting is replayed: launch_bound's learning cost 1.6 ms
- * less than with the window opened after the chunk. */
+ * next one. That segment is left untimed: CUPTI's first launches after it attaches cost the host several
+ * times a later one's (launch_bound's first iteration under it on the H200: 3.1 ms of host time, 1.1 ms
+ * as replay would take it, against about 0.2 ms), which made its replay look host-paced and gave it a
+ * plan of three chunks (1.33x slower a step than its ramp). A segment never timed is held and timed at
+ * its next sighting instead (hold_for_timing), as with the window opened after the chunk; without the
+ * timing (AUTOGRAPH_CUPTI_TIMING=off), or where the segment was timed before, that next sighting is
+ * replayed (launch_bound's learning on the H200: 1.6 ms less). */
 static void window_ahead(void)
 {
     if (!window_may_open() || !ag_learner_expects_unguarded(&E.learner))
@@ -1595,12 +1594,13 @@ static void barrier(uint64_t kind, int reason)
         else
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
-    arm_wait(seed, seg_t0);
     profit_end();
     /* after the segment that ended was judged (an attached CUPTI makes it one that cannot be compared),
-     * and where no chunk completed here (its graph launch would close the window) */
+     * and where no chunk completed here (its graph launch would close the window); a window opened here
+     * leaves the barrier's wait unweighed (arm_wait: attaching took host time before its call) */
     if (!c)
         window_ahead();
+    arm_wait(seed, seg_t0);
     profit_begin();
     refresh_candidates();
     /* A segment of a few operations says nothing either way (graphs of so few could not pay); one

@@ -290,9 +290,10 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
                        const ag_optime_t *t, const ag_plan_params_t *p);
 
-/* The pace of a segment not known to be paced by the GPU, from replay itself. A whole sighting of the segment that started
- * at `seed` (ops operations, every one of them held back and replayed) took the host host_ns from its first
- * operation until its barrier's call went to the driver, and that call then blocked for wait_ns: the GPU
+/* The pace of a segment not known to be paced by the GPU, from replay itself. A whole sighting of the
+ * segment that started at `seed` (ops operations, every one of them held back and replayed) took the host
+ * host_ns from its first operation until its barrier's call went to the driver, and that call then
+ * blocked for wait_ns: the GPU
  * still had at least that much of the segment's work queued when the host was done, so the segment's GPU
  * time was at least wait_ns. Where that is more than half the host's time (the rule ag_learner_timing
  * applies to a timed segment's GPU time) AG_PACED_WAITS sightings in a row, the GPU sets the pace: the
@@ -325,11 +326,11 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v);
 
 /* Right after a barrier: whether the segment's first chunk is likely to come to its warm-up-th sighting
  * (warm-up 2 or more) now, unwatched by the guard. The segment before repeated (seg_after_repeat, one of
- * a few operations or more: a loop, not work that only starts the same way each time), and a variant known at this start, not found
- * guarded, is made a candidate by one more sighting (graphable, its segment not GPU-bound). The engine
- * then opens the learning window here rather than after that chunk: the sighting is watched whole (and,
- * where the segment is timed, timed whole), so the work is held back at its next sighting instead of
- * one later. */
+ * a few operations or more: a loop, not work that only starts the same way each time), and a variant
+ * known at this start, not found guarded, is made a candidate by one more sighting (graphable, its
+ * segment not GPU-bound). The engine then opens the learning window here rather than after that chunk:
+ * the sighting is watched whole, so the work can be held back at its next sighting instead of one
+ * later (engine.c, window_ahead). */
 int ag_learner_expects_unguarded(ag_learner_t *l);
 
 /* A deferral of these candidates failed. Unless the chunk turns out to be another known variant, they
