@@ -662,7 +662,7 @@ static void sighted(ag_variant_t *v)
  * after that chunk (sighted), so that the sighting is watched whole and the work can be held back at its
  * next one. That segment is left untimed: CUPTI's first launches after it attaches cost the host several
  * times a later one's (launch_bound's first iteration under it on the H200: 3.1 ms of host time, 1.1 ms
- * as replay would take it, against about 0.2 ms), which made its replay look host-paced and gave it a
+ * as replay would take it, against 0.19-0.37 ms in the next), which made its replay look host-paced and gave it a
  * plan of three chunks (1.33x slower a step than its ramp). A segment never timed is held and timed at
  * its next sighting instead (hold_for_timing), as with the window opened after the chunk; without the
  * timing (AUTOGRAPH_CUPTI_TIMING=off), or where the segment was timed before, that next sighting is

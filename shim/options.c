@@ -49,7 +49,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                              "ended); 'inline' on the program's thread, which waits for it."},
     [AG_OPT_CUPTI_TIMING] = {"AUTOGRAPH_CUPTI_TIMING", AG_OPT_ENUM, "on", "off|on",
                              "Whether CUPTI's learning windows (and 'always') time kernels with its activity "
-                             "API. 'on': a window's first whole segment runs on plain launches to be timed, "
+                             "API. 'on': a segment never timed runs once more on plain launches under a window to "
+                             "be timed (not the first sighting a window opened ahead of: CUPTI's first "
+                             "launches cost the host several times a later one's), "
                              "which leaves segments the GPU bounds eager (AUTOGRAPH_GPU_BOUND), sets where "
                              "the chunk plan's tail stops and gives segments the GPU paces one chunk after "
                              "the ramp; enabling the activity costs 0.5-0.7 ms at a window's first launch on "
@@ -77,9 +79,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "always); then the cuts that a model of host and GPU times finishes soonest with, "
                            "where it beats the halving plan by two graph launches and 0.5% of the segment's time; a "
                            "segment whose GPU time is over half its host time keeps the ramp with no tail "
-                           "(the GPU still has work queued at the sync); so does an untimed one whose sync, "
-                           "replayed, waits over half the time the host took to issue it, three times in a "
-                           "row."},
+                           "(the GPU still has work queued at the sync); so does one no timing found so whose "
+                           "sync, replayed, waits over half the time the host took to issue it, three times "
+                           "in a row."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},
