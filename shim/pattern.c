@@ -593,6 +593,26 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     return v;
 }
 
+/* The sightings variant v (of the chunk starting now) needs to be a candidate; 0 where it never is now
+ * (ungraphable, or its segment GPU-bound: a graph cannot pay there, the GPU, not the host, sets the pace).
+ * One failure after a success costs nothing (another variant came this time, or noise); each further
+ * failure without a success in between doubles the warm-up. A chunk that closed under a plan made for its
+ * segment (from its timing), where that segment ended identically warm-up times in a row, was seen that
+ * often as part of it: one sighting as a chunk (its signatures learned) is enough, however the new plan
+ * cut it. (Not a chunk seen once before the plan came: it may be one the segment no longer holds, such as
+ * its first sighting's.) */
+static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v)
+{
+    if (v->ungraphable)
+        return 0;
+    const ag_seglen_t *s = seglen_find(l, v->seg);
+    if (s && s->gpu_bound)
+        return 0;
+    if (!v->fails && v->planned && l->chunk_planned && s && s->repeats >= l->warmup)
+        return 1;
+    return l->warmup << (v->fails >= 2 ? v->fails - 1 : 0);
+}
+
 int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
 {
     int n = 0;
@@ -603,20 +623,8 @@ int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
         /* cut by another plan (one that changed since): this chunk closes elsewhere, so it cannot be v */
         if (v->len > l->chunk_target || (!v->ends_at_barrier && v->len != l->chunk_target))
             continue;
-        const ag_seglen_t *s = seglen_find(l, v->seg);
-        if (s && s->gpu_bound)
-            continue; /* a graph cannot pay here: the GPU, not the host, sets the pace */
-        /* One failure after a success costs nothing (another variant came this time, or noise);
-         * each further failure without a success in between doubles the warm-up. A chunk that closed
-         * under a plan made for its segment (from its timing), where that segment ended identically
-         * warm-up times in a row, was seen that often as part of it: one sighting as a chunk (its
-         * signatures learned) is enough, however the new plan cut it. (Not a chunk seen once before the
-         * plan came: it may be one the segment no longer holds, such as its first sighting's.) */
-        uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
-        uint32_t need = l->warmup << shift;
-        if (!v->fails && v->planned && l->chunk_planned && s && s->repeats >= l->warmup)
-            need = 1;
-        if (v->seen >= need)
+        uint32_t need = sightings_needed(l, v);
+        if (need && v->seen >= need)
             out[n++] = v;
     }
     return n;
@@ -628,11 +636,8 @@ int ag_learner_expects_unguarded(ag_learner_t *l)
         return 0;
     ag_vtable_t *t = &l->table;
     for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v; v = v->next) {
-        if (v->start != l->chunk_start || v->ungraphable || v->guarded)
-            continue;
-        const ag_seglen_t *s = seglen_find(l, v->seg);
-        uint32_t shift = v->fails >= 2 ? v->fails - 1 : 0;
-        if (!(s && s->gpu_bound) && v->seen + 1 >= l->warmup << shift)
+        uint32_t need = v->start == l->chunk_start && !v->guarded ? sightings_needed(l, v) : 0;
+        if (need && v->seen + 1 >= need)
             return 1;
     }
     return 0;
