@@ -256,9 +256,11 @@ void *ag_stage_copy(const void *src, size_t n, int8_t *which)
                     return NULL;
         }
         G.stg.nfence[next] = 0;
-        if (!G.stg.buf[next] && REAL(cuMemAllocHost_v2)((void **)&G.stg.buf[next], STAGE_SIZE) != CUDA_SUCCESS) {
-            G.stg.buf[next] = NULL;
-            return NULL;
+        if (!G.stg.buf[next]) {
+            void *made = NULL; /* through its own type: the buffer's pointer is not a void * */
+            if (REAL(cuMemAllocHost_v2)(&made, STAGE_SIZE) != CUDA_SUCCESS)
+                return NULL;
+            G.stg.buf[next] = made;
         }
         G.stg.cur = next;
         G.stg.off = 0;

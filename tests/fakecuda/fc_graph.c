@@ -557,8 +557,10 @@ static CUresult fc_begin_capture(CUstream hs, int ptds, CUgraph hg, const CUgrap
     fc_capture *c = calloc(1, sizeof(*c));
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     if (!hg) {
-        r = fc_graph_create((CUgraph *)&g, 0);
+        CUgraph made; /* through its own type: writing g through a CUgraph pointer breaks strict aliasing */
+        r = fc_graph_create(&made, 0);
         if (r) return free(c), r;
+        g = (fc_graph *)made;
         c->owns_graph = 1;
     }
     c->id = ++fc_g.next_capture_id, c->mode = mode, c->thread = pthread_self(), c->origin = s, c->g = g, c->active = 1;
