@@ -38,8 +38,7 @@ try:
     r = json.load(open(sys.argv[1]))["replay"]
 except (OSError, ValueError, KeyError):
     sys.exit(0)
-print(f"  {sys.argv[2]}: segments timed {r['segments_timed']} (host side by a replay {r.get('segments_timed_by_replay', '-')}), "
-      f"planned {r['segments_planned']}, "
+print(f"  {sys.argv[2]}: segments timed {r['segments_timed']}, planned {r['segments_planned']}, "
       f"GPU-paced {r['segments_gpu_paced']} (from replay's waits {r['segments_paced_by_wait']}), "
       f"graph launches {r['graph_launches']}, replayed {r['launches_replayed']}, waits {r.get('pace_waits')}")
 PY
