@@ -113,7 +113,6 @@ struct engine {
      * timing of the segment before it (profit_close) */
     uint64_t pf_t0;
     int seg_timed; /* the current segment is timed (see its other fields below) */
-    int rt_armed;  /* the current segment's arrivals are timed (rt below) */
     /* end of the hot fields */
     ag_learner_t learner;
     ag_variant_t *cands[AG_MAX_CANDIDATES];
@@ -236,29 +235,11 @@ struct engine {
      * the window opened at a chunk's first sighting (AUTOGRAPH_WARMUP=1), in the program's first
      * iteration or so */
     int seg_whole, window_whole, window_early;
-    /* seg_host_replay: the timed segment is the one a window opened ahead of (window_ahead): its GPU
-     * times are CUPTI's, its host times a later replay's (rt below) */
-    int seg_host_replay;
     struct {
         uint64_t seed, op0, op1, host_ns, t_end;
         uint32_t kernels;
-        int host_replay;
     } treq[MAX_TIMING_REQS];
     int ntreq;
-    /* The segment timed in two sightings (seg_host_replay): its seed and length; once CUPTI's records
-     * are in (awaiting before), its kernels' GPU time (kgpu), its operations' (gpu), and the host time of
-     * the sighting CUPTI watched (host_ns); the replayed sighting that times its host side (armed: from
-     * operation op0, deferral count def0; arrival of each operation, less the host time the engine spent
-     * meanwhile completing chunks, excl). tries: armed sightings that were not whole replays. */
-    struct {
-        uint64_t seed;
-        uint32_t n, tries;
-        int awaiting, broken; /* (armed: rt_armed, with the hot fields) */
-        uint32_t *gpu;
-        uint64_t *arr;
-        uint64_t kgpu, host_ns, op0, def0, excl;
-        uint64_t done; /* segments whose timing a replay completed (statistics) */
-    } rt;
     /* replay sampling: events around SAMPLE_LAUNCHES graph launches (ev[2k] before, ev[2k+1] after) */
     struct {
         CUevent ev[2 * SAMPLE_LAUNCHES];
@@ -411,149 +392,6 @@ static void disable(const char *why, CUresult r, int all)
            all ? "" : " for one context", why, (int)r);
 }
 
-/* ---- a segment timed in two sightings (window_ahead) ---- */
-
-/* Replayed sightings of it that may try to time its host side before it is given up. */
-#define RT_TRIES 4
-
-static void log_timing(uint64_t seed, uint64_t planned, int per_op);
-
-static void rt_clear(void)
-{
-    uint64_t done = E.rt.done;
-    free(E.rt.gpu);
-    free(E.rt.arr);
-    memset(&E.rt, 0, sizeof E.rt);
-    E.rt.done = done;
-    E.rt_armed = 0;
-}
-
-/* The segment a window opened ahead of ended, timed (seed, n operations): its GPU times come with
- * CUPTI's records (rt_resolved), its host times from its next whole replay (rt_arm to rt_end). */
-static void rt_request(uint64_t seed, uint64_t n)
-{
-    rt_clear();
-    if (!n || n > AG_PLAN_MAX_OPS)
-        return;
-    E.rt.seed = seed;
-    E.rt.n = (uint32_t)n;
-    E.rt.awaiting = 1;
-}
-
-/* The parameters of the chunk model: this run's graph launches where there are enough of them, the
- * H200's typical costs until then. */
-static void plan_params(ag_plan_params_t *p)
-{
-    p->launch_ns = E.graph_launches >= 16 ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
-    p->start_ns = 3000;
-    p->graph_gpu_ns = 2000;
-    p->chunk_max = E.learner.chunk_max;
-}
-
-/* Timing request i, the segment timed in two sightings, is resolved (known: its kernels' records are
- * in, kgpu ns of them): its operations' GPU times are kept for the replay that times its host side
- * (rt_end gives the learner the timing then: given now, the GPU time per operation would change the
- * default plan's tail, and the replay would meet chunks cut anew). Where the segment is GPU-bound even
- * against the host time of the sighting CUPTI watched (CUPTI's first launches make it dearer than a
- * plain one, never cheaper), nothing is left to plan: the learner gets it now. Dropped where an
- * operation's time is missing. */
-static void rt_resolved(int i, int known, uint64_t kgpu)
-{
-    uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
-    if (!E.rt.awaiting || E.rt.seed != E.treq[i].seed || E.rt.n != n)
-        return;
-    E.rt.awaiting = 0;
-    uint32_t *gpu = known ? malloc(sizeof *gpu * n) : NULL;
-    for (uint64_t k = 0; gpu && k < n; k++) {
-        uint64_t op = op0 + k;
-        const __typeof__(optimes[0]) *r = &optimes[op % OPT_RING];
-        uint64_t g = r->est_ns;
-        if (r->tag != op + 1 || (r->est_ns == OPT_KERNEL && !ag_cupti_op_gpu_ns(op, &g))) {
-            free(gpu);
-            gpu = NULL;
-        } else {
-            gpu[k] = g > UINT32_MAX ? UINT32_MAX : (uint32_t)g;
-        }
-    }
-    if (!gpu) {
-        rt_clear();
-        return;
-    }
-    E.rt.gpu = gpu;
-    E.rt.kgpu = kgpu;
-    E.rt.host_ns = E.treq[i].host_ns;
-    if (E.learner.bound_ratio && kgpu >= (uint64_t)E.learner.bound_ratio * E.rt.host_ns) {
-        ag_learner_timing(&E.learner, E.rt.seed, E.rt.n, kgpu, E.rt.host_ns, NULL, NULL);
-        rt_clear();
-    }
-}
-
-/* A segment starts at seed: the one timed in two sightings has this sighting time its host side, if it
- * replays whole. */
-static void rt_arm(uint64_t seed)
-{
-    E.rt_armed = 0;
-    if ((!E.rt.gpu && !E.rt.awaiting) || E.rt.seed != seed || E.rt.tries >= RT_TRIES)
-        return;
-    if (!E.rt.arr && !(E.rt.arr = malloc(sizeof *E.rt.arr * E.rt.n)))
-        return;
-    E.rt_armed = 1;
-    E.rt.broken = 0;
-    E.rt.op0 = E.ops;
-    E.rt.def0 = E.deferred;
-    E.rt.excl = 0;
-}
-
-/* An operation of the armed sighting arrives (before it is counted in E.ops). */
-static void rt_arrive(void)
-{
-    uint64_t k = E.ops - E.rt.op0;
-    if (k < E.rt.n)
-        E.rt.arr[k] = ag_now_ns() - E.rt.excl;
-    else
-        E.rt_armed = 0; /* longer than the segment timed: another one */
-}
-
-/* The armed sighting reached its barrier at t_bar: where it replayed whole (every operation held back,
- * none issued eagerly after all) and CUPTI's records of the sighting before are in, the learner gets the
- * segment's timing, planned from those GPU times and these host times. */
-static void rt_end(uint64_t seed, uint64_t t_bar)
-{
-    if (!E.rt_armed)
-        return;
-    E.rt_armed = 0;
-    uint32_t n = E.rt.n;
-    if (seed != E.rt.seed || E.ops - E.rt.op0 != n || E.deferred - E.rt.def0 != n || E.rt.broken || !E.rt.gpu) {
-        E.rt.tries++;
-        return;
-    }
-    ag_optime_t *t = malloc(sizeof *t * n);
-    if (t) {
-        uint64_t end = t_bar - E.rt.excl;
-        for (uint32_t k = 0; k < n; k++) {
-            uint64_t next = k + 1 < n ? E.rt.arr[k + 1] : end;
-            uint64_t h = next > E.rt.arr[k] ? next - E.rt.arr[k] : 0;
-            t[k].host_ns = h > UINT32_MAX ? UINT32_MAX : (uint32_t)h;
-            t[k].gpu_ns = E.rt.gpu[k];
-        }
-        if (AG_LOG_ON(AG_LOG_DEBUG)) {
-            uint64_t host = 0, gpu = 0;
-            for (uint32_t k = 0; k < n; k++)
-                host += t[k].host_ns, gpu += t[k].gpu_ns;
-            ag_log(AG_LOG_DEBUG, "segment of %u operations timed in two sightings: host %.1f us as replayed, GPU "
-                   "%.1f us as CUPTI timed the sighting before", n, (double)host / 1e3, (double)gpu / 1e3);
-        }
-        ag_plan_params_t p;
-        plan_params(&p);
-        uint64_t planned = E.learner.segments_planned;
-        ag_learner_timing(&E.learner, seed, n, E.rt.kgpu, E.rt.host_ns, t, &p);
-        E.rt.done++;
-        log_timing(seed, planned, 1);
-        free(t);
-    }
-    rt_clear();
-}
-
 /* Timing request i operation by operation, as replay would take it (each operation's host time less its
  * eager driver call, plus what a matched launch costs), with the plan's parameters from this run's
  * measurements where there are enough (the H200's typical costs until then). NULL where an operation is
@@ -561,7 +399,10 @@ static void rt_end(uint64_t seed, uint64_t t_bar)
 static ag_optime_t *op_times(int i, ag_plan_params_t *p)
 {
     uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
-    plan_params(p);
+    p->launch_ns = E.graph_launches >= 16 ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
+    p->start_ns = 3000;
+    p->graph_gpu_ns = 2000;
+    p->chunk_max = E.learner.chunk_max;
     uint64_t match = E.match_timed >= 16 ? E.match_ns / E.match_timed : 300;
     if (!E.learner.model_plans || !n || n > AG_PLAN_MAX_OPS)
         return NULL;
@@ -598,18 +439,6 @@ static void log_plan(uint64_t seed)
            o + 12 >= sizeof ends ? " ..." : "");
 }
 
-/* A timing the learner was just given (with per-operation times: per_op), at debug level: the plans it
- * compared, and the plan the segment got if it got one (the learner had planned `planned` before). */
-static void log_timing(uint64_t seed, uint64_t planned, int per_op)
-{
-    if (per_op && E.learner.model_chunks)
-        ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us",
-               E.learner.model_chunks, (double)E.learner.model_ns / 1e3, E.learner.default_chunks,
-               (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3);
-    if (E.learner.segments_planned != planned)
-        log_plan(seed);
-}
-
 /* Kernel times of the segments timed while attached are in once CUPTI flushed its records: each one
  * tells the learner whether the segment's graph can pay, how far its chunk plan's tail shrinks, and, one
  * by one, where the modeled plan cuts it. */
@@ -623,7 +452,7 @@ static void resolve_timings(void)
     ag_plan_params_t ps[MAX_TIMING_REQS];
     for (int i = 0; i < E.ntreq; i++) {
         known[i] = ag_cupti_gpu_ns(E.treq[i].op0, E.treq[i].op1, E.treq[i].kernels, &kgpu[i]);
-        ts[i] = known[i] && !E.treq[i].host_replay ? op_times(i, &ps[i]) : NULL;
+        ts[i] = known[i] ? op_times(i, &ps[i]) : NULL;
         replay_host[i] = ts[i] ? 0 : UINT64_MAX;
         for (uint64_t k = 0; ts[i] && k < E.treq[i].op1 - E.treq[i].op0; k++)
             replay_host[i] += ts[i][k].host_ns;
@@ -633,20 +462,9 @@ static void resolve_timings(void)
          * makes one dearer (CUPTI's first launches, a page fault, a preempted thread) is not replay's */
         int dearer = 0;
         for (int j = 0; j < E.ntreq && !dearer; j++)
-            dearer = j != i && known[j] && !E.treq[j].host_replay && E.treq[j].seed == E.treq[i].seed &&
+            dearer = j != i && known[j] && E.treq[j].seed == E.treq[i].seed &&
                      E.treq[j].op1 - E.treq[j].op0 == E.treq[i].op1 - E.treq[i].op0 &&
                      (replay_host[j] < replay_host[i] || (replay_host[j] == replay_host[i] && j > i));
-        if (E.treq[i].host_replay) {
-            /* timed in two sightings, unless a sighting timed whole under CUPTI plans it */
-            int other = 0;
-            for (int j = 0; j < E.ntreq; j++)
-                other |= known[j] && !E.treq[j].host_replay && E.treq[j].seed == E.treq[i].seed;
-            if (other)
-                rt_clear();
-            else
-                rt_resolved(i, known[i], kgpu[i]);
-            continue;
-        }
         if (!known[i] || dearer)
             continue;
         const ag_optime_t *t = ts[i];
@@ -665,7 +483,12 @@ static void resolve_timings(void)
         uint64_t planned = E.learner.segments_planned;
         ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), kgpu[i],
                           E.treq[i].host_ns, t, &ps[i]);
-        log_timing(E.treq[i].seed, planned, t != NULL);
+        if (t && E.learner.model_chunks)
+            ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us",
+                   E.learner.model_chunks, (double)E.learner.model_ns / 1e3, E.learner.default_chunks,
+                   (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3);
+        if (E.learner.segments_planned != planned)
+            log_plan(E.treq[i].seed);
     }
     for (int i = 0; i < E.ntreq; i++)
         free(ts[i]);
@@ -698,7 +521,6 @@ static void segment_begin(void)
     E.seg_kernels = 0;
     E.seg_timed = timing_here();
     E.seg_whole = 1;
-    E.seg_host_replay = 0;
 }
 
 /* This engine's window closed at now (g_timer is still this engine's: one writer at a time): the next may
@@ -804,10 +626,7 @@ static void segment_end(void)
     E.treq[E.ntreq].t_end = ag_now_ns();
     E.treq[E.ntreq].host_ns = E.treq[E.ntreq].t_end - E.seg_t0;
     E.treq[E.ntreq].kernels = E.seg_kernels;
-    E.treq[E.ntreq].host_replay = E.seg_host_replay;
     E.ntreq++;
-    if (E.seg_host_replay)
-        rt_request(E.learner.seg_seed, E.ops - E.seg_op0);
     if (ag_cupti_mode() == AG_CUPTI_ALWAYS && E.ntreq == MAX_TIMING_REQS) {
         ag_cupti_flush(); /* never detached in this mode: ask for the records now and then */
         resolve_timings();
@@ -852,10 +671,9 @@ static void window_ahead(void)
 {
     if (!window_may_open() || !ag_learner_expects_unguarded(&E.learner))
         return;
-    cupti_learning(1);
+    cupti_learning(1); /* (its segment_begin: no operation of the segment came yet) */
     E.window_early = 0;
-    E.seg_whole = 1; /* (its segment_begin: no operation of the segment came yet) */
-    E.seg_host_replay = E.seg_timed;
+    E.seg_timed = 0;
 }
 
 /* ---- arena and pending operations ---- */
@@ -954,7 +772,6 @@ static void flush_eager(int reason)
     if (reason >= 0)
         E.fallbacks[reason]++;
     E.pf_other = 1;
-    E.rt.broken = 1;
     uint64_t t0 = ag_now_ns();
     reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
     ag_stage_done();
@@ -1117,7 +934,6 @@ static void graph_failed(ag_variant_t *v, int reason)
 {
     E.fallbacks[reason]++;
     E.pf_other = 1;
-    E.rt.broken = 1;
     ag_graph_release(v, NULL);
     if (reason == FB_LAUNCH_FAILED)
         v->ungraphable = 1;
@@ -1474,7 +1290,6 @@ static void fallback(int reason)
     if (E.ncand)
         E.fallbacks[reason]++;
     E.pf_other = 1;
-    E.rt.broken = 1;
     flush_eager(-1);
     ag_learner_failed(&E.learner, E.cands, E.ncand);
     if (E.learner.period)
@@ -1563,7 +1378,7 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
     uint64_t per = seg_ops > 64 ? seg_ops : 64;
     atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
     E.nmatch = E.ncand = 0;
-    E.seg_timed = E.rt_armed = 0;
+    E.seg_timed = 0;
     E.pp_open = 0; /* the segments sat out would be timed with the one before them */
     /* A learning window would watch nothing the engine sees, while CUPTI's kernel records slow the rested
      * kernels (by about a third on the H200); the next window waits as usual. */
@@ -1755,7 +1570,6 @@ void ag_engine_waited(void)
  * current context is the engine's (the entries that took enter()); barrier_in_ctx from anywhere else. */
 static void barrier(uint64_t kind, int reason)
 {
-    uint64_t t_bar = E.rt_armed ? ag_now_ns() : 0; /* the armed sighting's host side ends here */
     settle();
     if (E.rest_left) {
         E.rested_segments++;
@@ -1780,7 +1594,6 @@ static void barrier(uint64_t kind, int reason)
         else
             flush_eager(reason); /* the learner saw other work than the candidate: cannot be */
     }
-    rt_end(seed, t_bar);
     profit_end();
     /* after the segment that ended was judged (an attached CUPTI makes it one that cannot be compared),
      * and where no chunk completed here (its graph launch would close the window); a window opened here
@@ -1789,7 +1602,6 @@ static void barrier(uint64_t kind, int reason)
         window_ahead();
     arm_wait(seed, seg_t0);
     profit_begin();
-    rt_arm(E.learner.seg_seed);
     refresh_candidates();
     /* A segment of a few operations says nothing either way (graphs of so few could not pay); one
      * repeated where chunks of REST_MIN_OPS operations or more were seen before (a deferred chunk was). */
@@ -1946,8 +1758,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             profit_close(now);
         E.pf_t0 = now;
     }
-    if (AG_UNLIKELY(E.rt_armed))
-        rt_arrive();
     if (o->kind == OP_EVWAIT) {
         o->rec_idx = -1;
         for (int i = E.nrecs - 1; i >= 0 && o->rec_idx < 0; i--)
@@ -2081,7 +1891,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         }
     }
     if (step) {
-        uint64_t t_step = E.rt_armed ? ag_now_ns() : 0; /* not the host's time as the model takes it */
         settle(); /* closing a chunk may evict variants and their graphs */
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
         if (E.npending && !c)
@@ -2090,7 +1899,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
         sighted(v);
         if (step == 2) {
-            E.rt_armed = 0;  /* the sighting armed at a real barrier ended here: another segment */
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */
             if (!c)
                 window_ahead();
@@ -2103,8 +1911,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
                 flush_eager(FB_MISMATCH);
         }
         refresh_candidates();
-        if (t_step && E.rt_armed)
-            E.rt.excl += ag_now_ns() - t_step;
     }
     if (!deferred)
         settle(); /* the caller issues the operation: after the job in flight */
@@ -2331,7 +2137,7 @@ static AG_TLS unsigned sample_tick;
  * are asked for together, and arrive while the lock is taken. */
 static inline void prefetch_hot(const kcall_t *c)
 {
-    for (const char *p = (const char *)&E; p <= (const char *)&E.rt_armed; p += 64)
+    for (const char *p = (const char *)&E; p <= (const char *)&E.seg_timed; p += 64)
         __builtin_prefetch(p); /* for reading: a thread holding the lock keeps its lines */
     __builtin_prefetch(&E.learner); /* the fields every push uses: two lines (pattern.h) */
     __builtin_prefetch((const char *)&E.learner + 64);
@@ -3437,8 +3243,7 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
-    uint64_t segments_gpu_paced, segments_paced_by_wait, segments_timed_by_replay, wt_arms, wt_weighed, wt_long;
-    uint64_t graphs_at_second;
+    uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
@@ -3468,7 +3273,7 @@ static void add_totals(void *arg)
     t->timed_records += E.timed_records, t->event_destroys_passed += E.event_destroys_passed;
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
-    t->segments_paced_by_wait += E.learner.segments_paced_by_wait, t->segments_timed_by_replay += E.rt.done;
+    t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
     t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
@@ -3570,7 +3375,6 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n    \"segments_paced_by_wait\": %llu,\n"
-               "    \"segments_timed_by_replay\": %llu,\n"
                "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
@@ -3590,8 +3394,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,
-            (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.segments_timed_by_replay,
-            (unsigned long long)t.wt_arms,
+            (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
             (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
