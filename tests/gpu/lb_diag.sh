@@ -48,13 +48,14 @@ d, smp, iters, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 if not iters:  # the sample's iterations, from the hand runs' iter_us lines
     iters = min((len(line.split()) for line in open(f"{d}/hand.iters")), default=600)
 med = lambda f: statistics.median(float(x) for x in open(f))
+name = lambda m: f"{d}/{m.replace('/', '_')}"  # a mode's files, as the shell loop names them
 h_loop, h_st = med(f"{d}/hand.loop"), med(f"{d}/hand.steady")
 print(f"{smp}: mode | loop ms (x hand) | steady ms (x hand) | fixed ms (loop - 2 steady) | graph launches/iter | eager-issued launches")
 for m in modes:
-    lp, st = med(f"{d}/{m.replace('/', '_')}.loop"), med(f"{d}/{m.replace('/', '_')}.steady")
+    lp, st = med(f"{name(m)}.loop"), med(f"{name(m)}.steady")
     extra = ""
     try:
-        s = json.load(open(f"{d}/{m.replace('/', '_')}.json"))
+        s = json.load(open(f"{name(m)}.json"))
         r = s.get("replay", {})
         extra = f" | {r.get('graph_launches', 0) / iters:.2f} | {r.get('launches_eager', r.get('launches_eager_through_engine', '-'))}"
     except Exception:
@@ -64,7 +65,7 @@ for m in modes:
 # medians over the runs, and what each phase costs over the hand graph's.
 phases = [(0, 2), (2, 6), (6, 24), (24, iters // 2), (iters // 2, iters)]
 def by_phase(m):
-    runs = [[float(x) for x in line.split()] for line in open(f"{d}/{m.replace('/', '_')}.iters") if len(line.split()) >= iters]
+    runs = [[float(x) for x in line.split()] for line in open(f"{name(m)}.iters") if len(line.split()) >= iters]
     return [statistics.median(sum(r[a:b]) for r in runs) / 1e3 for a, b in phases] if runs else None
 hand = by_phase("hand")
 if hand:

@@ -29,10 +29,11 @@ if want log; then
     echo "launch_bound's plans, one debug run per setting (the lines that say how a segment was planned):"
     for s in "${settings[@]}"; do
         # shellcheck disable=SC2046 # a setting is one VAR=value word, or none
-        env LD_PRELOAD="$L" AUTOGRAPH_LOG=debug AUTOGRAPH_STATS="$T/lb.${s//\//_}.json" $(env_of "$s") "$B/bin/launch_bound" \
+        k=${s//\//_} # the setting's files (a path in it, LD_PRELOAD=PATH, made a name)
+        env LD_PRELOAD="$L" AUTOGRAPH_LOG=debug AUTOGRAPH_STATS="$T/lb.$k.json" $(env_of "$s") "$B/bin/launch_bound" \
             2>&1 >/dev/null | grep -E 'GPU sets its pace|chunk plan for|segment of [0-9]+ operations timed' |
             sed "s|^|  $s: |" | head -6
-        python3 - "$T/lb.${s//\//_}.json" "$s" <<'PY'
+        python3 - "$T/lb.$k.json" "$s" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))["replay"]
@@ -53,14 +54,16 @@ if want torch; then
     for i in $(seq "$reps"); do
         for s in "${settings[@]}"; do
             # shellcheck disable=SC2046
-            env LD_PRELOAD="$L" AUTOGRAPH_STATS="$T/t.${s//\//_}.json" $(env_of "$s") "${pin[@]}" python3 \
-                tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t.${s//\//_}.out" 2>>"$T/t.${s//\//_}.err"
-            cmp -s "$T/plain.out" "$T/t.${s//\//_}.out" || echo "  $s run $i: losses differ from the plain run"
+            k=${s//\//_}
+            env LD_PRELOAD="$L" AUTOGRAPH_STATS="$T/t.$k.json" $(env_of "$s") "${pin[@]}" python3 \
+                tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t.$k.out" 2>>"$T/t.$k.err"
+            cmp -s "$T/plain.out" "$T/t.$k.out" || echo "  $s run $i: losses differ from the plain run"
         done
     done
     echo "PyTorch MLP step, in-process A/B (shim against paused), $reps runs each:"
     for s in "${settings[@]}"; do
-        python3 - "$T/t.${s//\//_}.err" "$T/t.${s//\//_}.json" "$s" <<'PY'
+        k=${s//\//_}
+        python3 - "$T/t.$k.err" "$T/t.$k.json" "$s" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/gpu")
 from ratios import ab_summary
