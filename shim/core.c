@@ -11,10 +11,7 @@
 
 #include "internal.h"
 
-void *ag_real[AG_ID_COUNT];
-atomic_int ag_bound;
-AG_TLS int ag_guard;
-AG_TLS int ag_hook_depth;
+ag_hot_t ag_hot;
 AG_TLS uint64_t ag_timing_op;
 void *(*ag_real_dlsym)(void *, const char *);
 

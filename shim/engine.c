@@ -78,12 +78,44 @@ enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE, JOB_QUIT };
 
 /* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
+/* An engine's lock: a futex word (0 free, 1 taken, 2 taken with sleepers) taken by one compare-and-swap
+ * inline. A launch held back takes and gives it once, and pthread_mutex_lock and _unlock cost it two
+ * procedure-linkage lines, the C library's code and the thread's own descriptor line, all cold in an
+ * interpreter's program (shim/internal.h, ag_hot). No holder waits on a condition, and none takes two. */
+typedef struct {
+    atomic_int v;
+} ag_lock_t;
+
+static __attribute__((noinline, cold)) void lock_wait(ag_lock_t *l, int c)
+{
+    if (c != 2)
+        c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
+    while (c != 0) {
+        syscall(SYS_futex, &l->v, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+        c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
+    }
+}
+
+static inline void lock_take(ag_lock_t *l)
+{
+    int c = 0;
+    if (AG_UNLIKELY(!atomic_compare_exchange_strong_explicit(&l->v, &c, 1, memory_order_acquire,
+                                                             memory_order_relaxed)))
+        lock_wait(l, c);
+}
+
+static inline void lock_give(ag_lock_t *l)
+{
+    if (AG_UNLIKELY(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
+        syscall(SYS_futex, &l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 /* One engine per CUDA context (at most AG_MAX_ENGINES; a context past them runs eagerly): each has its
  * own lock, learner, held work and graphs (graph.c keeps its part per engine too). A thread works for
  * the engine of its current context (E below); calls that concern every context (a sync from a thread
  * with no context, a pause, the exit) visit the engines one at a time, never holding two locks. */
 struct engine {
-    _Alignas(64) pthread_mutex_t lock; /* the struct starts a line (see the hot fields) */
+    _Alignas(64) ag_lock_t lock; /* the struct starts a line (see the hot fields) */
     int ready, disabled;
     CUcontext ctx;
     /* What every launch held back reads or writes, in the lock's line and the three after it:
@@ -282,14 +314,15 @@ struct engine {
     uint64_t wt_arms;
 };
 
-/* Zero until made (engine_of sets each one up; all-zero is glibc's PTHREAD_MUTEX_INITIALIZER, for the
- * fork handlers that lock every slot): the array stays out of the library's file (about 80 KB each). */
+/* Zero until made (engine_of sets each one up; all-zero is a free lock, for the fork handlers that lock
+ * every slot): the array stays out of the library's file (about 80 KB each). */
 static struct engine engines[AG_MAX_ENGINES];
 /* engines made so far (each with its context set before it is counted) */
 static atomic_int n_engines;
 static pthread_mutex_t engines_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The engine this thread works for now: every entry selects it (use) before it reads E. */
-static AG_TLS struct engine *eng = &engines[0];
+AG_TLS ag_tl_t ag_tl = {.eng = &engines[0]};
+#define eng (ag_tl.eng)
 #define E (*eng)
 
 static int engine_count(void)
@@ -311,7 +344,7 @@ static struct engine *use(struct engine *e)
  * properties of the program, not of a context), and the engine whose segments CUPTI times (the one
  * that opened the learning window; in the modes that keep CUPTI attached, the first engine): kernel
  * records are tied to one engine's operation numbers. */
-static int g_app_captures;
+#define g_app_captures (ag_hot.app_captures)
 static int g_unhooked_seen, g_trusted;
 static struct engine *g_timer;
 static int g_window_close; /* another engine launched a graph while g_timer's window was open */
@@ -321,19 +354,18 @@ static int g_window_close; /* another engine launched a graph while g_timer's wi
 static uint64_t g_window_next, g_window_factor = ATTACH_BACKOFF;
 static atomic_int g_watcher_started;
 
-atomic_int ag_engine_on;
 AG_TLS unsigned ag_rest_ops;
 
 /* Clock reads of the sampled launch now in the engine: the lock held (host_ns_per_match_to_lock) and,
  * for one sampled launch in 4 (sample_phased, left out of host_ns_per_match: its four more clock reads
  * would weigh on it), its record made, its candidates matched, its copy made. */
 static AG_TLS uint64_t sample_ts[TS_COUNT];
-static AG_TLS int sample_phased;
+#define sample_phased (ag_tl.sample_phased)
 
 /* E.drains + 1 of engine tl_hold_eng when this thread last held an operation back there: while its
  * drains has not moved on, that operation is still pending. */
-static AG_TLS uint64_t tl_holds;
-static AG_TLS struct engine *tl_hold_eng;
+#define tl_holds (ag_tl.holds)
+#define tl_hold_eng (ag_tl.hold_eng)
 
 static void note_hold(void)
 {
@@ -1334,7 +1366,7 @@ static void *watcher_main(void *arg)
                 continue;
             seen[i].quiet = 0;
             use(e);
-            pthread_mutex_lock(&E.lock);
+            lock_take(&E.lock);
             settle(); /* the issuer's job, at least, is issued then */
             if (!E.disabled && E.npending && E.ops == ops && E.drains == drains) {
                 ag_hook_depth++; /* the held work is the program's: not calls past every hook */
@@ -1350,7 +1382,7 @@ static void *watcher_main(void *arg)
                 own_ctx_end(pushed);
                 ag_hook_depth--;
             }
-            pthread_mutex_unlock(&E.lock);
+            lock_give(&E.lock);
         }
     }
 }
@@ -1405,12 +1437,12 @@ void ag_engine_rest_tick(void)
     if (atomic_fetch_sub_explicit(&e->rest_ops_left, AG_REST_TICK, memory_order_relaxed) > AG_REST_TICK)
         return;
     struct engine *prev = use(e);
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     if (E.rest_left) {
         rest_end(); /* learning goes on from here, mid-segment */
         E.rest_ended_by_ops++;
     }
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
     use(prev);
 }
 
@@ -1548,7 +1580,7 @@ void ag_engine_waited(void)
     uint64_t now = ag_now_ns();
     struct engine *e = ag_wait_engine, *prev = use(e);
     ag_wait_engine = NULL;
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     if (E.wt_armed && E.wt_t == tl_wait_t) {
         E.wt_armed = 0;
         if (E.ready && !E.disabled && E.pf_op0 == E.ops) {
@@ -1562,7 +1594,7 @@ void ag_engine_waited(void)
             }
         }
     }
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
     use(prev);
 }
 
@@ -1942,15 +1974,15 @@ AG_HOT static CUresult issue_now(CUresult (*fn)(const void *), const void *call,
         ag_sampler_add(&E.eager_launches, ns > E.timer_ns ? ns - E.timer_ns : 0);
     }
     if (r != CUDA_SUCCESS) {
-        pthread_mutex_lock(&E.lock);
+        lock_take(&E.lock);
         E.tainted[E.ntainted < (int)(sizeof E.tainted / sizeof *E.tainted) ? E.ntainted++ : 0] = sig;
-        pthread_mutex_unlock(&E.lock);
+        lock_give(&E.lock);
     }
     return r;
 }
 
 /* cuCtxGetCurrent, published once found: enter calls it before taking any lock. */
-static _Atomic(ag_drv_cuCtxGetCurrent_t) ctx_query;
+#define ctx_query (ag_hot.ctx_query)
 
 static ag_drv_cuCtxGetCurrent_t find_ctx_query(void)
 {
@@ -1988,7 +2020,7 @@ static struct engine *engine_of(CUcontext ctx, int create)
         /* the first engine rests: this context waits for its end (the calls pass meanwhile) */
     } else if (!e && m < AG_MAX_ENGINES) {
         e = &engines[m];
-        pthread_mutex_init(&e->lock, NULL);
+        atomic_store_explicit(&e->lock.v, 0, memory_order_relaxed);
         e->idx = m;
         e->ctx = ctx;
         e->S.next_at = SAMPLE_FIRST;
@@ -2003,8 +2035,8 @@ static struct engine *engine_of(CUcontext ctx, int create)
 }
 
 /* The context the thread's engine lookup last found, and its engine (NULL: none). */
-static AG_TLS CUcontext tl_ctx;
-static AG_TLS struct engine *tl_eng;
+#define tl_ctx (ag_tl.ctx)
+#define tl_eng (ag_tl.ctx_eng)
 
 /* current_engine past the thread's cache: looks ctx up (makes its engine if create) and caches it. */
 static struct engine *lookup_engine(CUcontext ctx, int create)
@@ -2037,10 +2069,10 @@ AG_HOT static inline struct engine *current_engine(int create)
 static void release_holds(struct engine *h)
 {
     struct engine *prev = use(h);
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     if (E.ready && !E.disabled && E.npending && tl_holds == E.drains + 1)
         barrier_in_ctx(0xc0ffee, FB_CONTEXT);
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
     use(prev);
 }
 
@@ -2072,10 +2104,10 @@ AG_HOT static int enter_engine(struct engine *e)
         return 0;
     if (AG_UNLIKELY(e != eng))
         use(e);
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     if (enter_locked())
         return 1;
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
     return 0;
 }
 
@@ -2096,7 +2128,7 @@ static int enter(void)
 
 AG_HOT static void leave(void)
 {
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
 }
 
 typedef struct {
@@ -2129,7 +2161,7 @@ static CUstream norm_stream(CUstream s)
 
 /* Every 16th operation of a thread is timed from the engine's entry on, for host_ns_per_match (every 64th
  * phase by phase instead). */
-static AG_TLS unsigned sample_tick;
+#define sample_tick (ag_tl.sample_tick)
 
 /* Between two launches an interpreter evicts the engine's state from the caches, and the lock's atomic
  * orders the loads after it: unasked, each line the launch needs would be missed only once the one before
@@ -2141,14 +2173,13 @@ static inline void prefetch_hot(const kcall_t *c)
         __builtin_prefetch(p); /* for reading: a thread holding the lock keeps its lines */
     __builtin_prefetch(&E.learner); /* the fields every push uses: two lines (pattern.h) */
     __builtin_prefetch((const char *)&E.learner + 64);
-    __builtin_prefetch(&ag_drv.cuCtxGetCurrent);
     ag_layout_prefetch(c->f);
 }
 
 /* Before the lock, once the hot fields asked for by prefetch_hot have arrived: the lines found through
  * them that a held-back launch goes on to (the candidates' next signatures, the kernel's layout, the
- * first arena lines), asked for now so that they arrive while the context is queried and the lock
- * taken. Read without the lock (relaxed atomic loads of fields written under it: a race by the letter
+ * first arena lines, the pending record it fills, the learner's slots it writes), asked for now so that
+ * they arrive while the context is queried and the lock taken. Read without the lock (relaxed atomic loads of fields written under it: a race by the letter
  * of C11, on values used only as prefetch addresses): a value another thread changes meanwhile only
  * makes a useless prefetch (prefetches never fault; layouts are never freed). */
 static inline void prefetch_early(CUfunction f)
@@ -2172,22 +2203,26 @@ static inline void prefetch_early(CUfunction f)
         __builtin_prefetch((const void *)(a + used), 1);
         __builtin_prefetch((const void *)(a + used + 64), 1);
     }
+    uintptr_t p = (uintptr_t)__atomic_load_n(&E.pending, __ATOMIC_RELAXED);
+    if (p) /* the pending record this launch will fill (AG_OP_KERNEL_SIZE: two lines at most) */
+        __builtin_prefetch((const void *)(p + __atomic_load_n(&E.npending, __ATOMIC_RELAXED) * sizeof(ag_op_t)), 1);
+    uintptr_t cs = (uintptr_t)__atomic_load_n(&E.learner.chunk_sigs, __ATOMIC_RELAXED);
+    uintptr_t ring = (uintptr_t)__atomic_load_n(&E.learner.ring, __ATOMIC_RELAXED);
+    uint64_t total = __atomic_load_n(&E.learner.ring_total, __ATOMIC_RELAXED);
+    if (cs)
+        __builtin_prefetch((const void *)(cs + pos * sizeof(uint64_t)), 1);
+    if (ring)
+        __builtin_prefetch((const void *)(ring + (total % AG_PERIOD_WINDOW) * sizeof(uint64_t)), 1);
 }
 
-/* Under the lock: the other lines a held-back launch goes on to (the candidates' signatures and the
- * first two arena lines were asked for by prefetch_early), and the rest of the arena lines its argument
- * block (args bytes) will be written to. */
+/* Under the lock, where the launch's argument block is longer than the two arena lines prefetch_early
+ * asked for: the rest of the lines it will be written to (args bytes). */
 static inline void prefetch_arrive(uint32_t args)
 {
-    uint32_t pos = E.learner.chunk_pos;
-    if (E.npending < E.cap_pending)
-        __builtin_prefetch(&E.pending[E.npending], 1);
     /* this launch's arguments, for writing (up to 4 KB: AdamW's multi-tensor blocks) */
     size_t end = E.arena_used + (args < 4096 ? args : 4096);
     for (size_t off = (E.arena_used & ~(size_t)63) + 128; off < E.arena_cap && off < end; off += 64)
         __builtin_prefetch(E.arena + off, 1);
-    __builtin_prefetch(&E.learner.chunk_sigs[pos], 1);
-    __builtin_prefetch(&E.learner.ring[E.learner.ring_total % AG_PERIOD_WINDOW], 1);
 }
 
 AG_HOT static CUresult kernel_common(kcall_t *c)
@@ -2404,14 +2439,14 @@ static CUresult eager_event(const void *p)
 static int visit(int i)
 {
     use(&engines[i]);
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     settle();
     return E.ready && !E.disabled;
 }
 
 static void unvisit(void)
 {
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
 }
 
 /* Every engine, one at a time, locked and selected, with fn called on those that run; the selected
@@ -2820,12 +2855,12 @@ void ag_engine_alloced(CUdeviceptr p)
     if (!e)
         return;
     use(e);
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     /* Not in the program's own capture: that memory is the graph's, freed with it as well as by a call. */
     if (!E.disabled && __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) == 0 &&
         ag_ptrset_add(&E.async_ptrs, (uint64_t)p) != 0)
         AG_LOG_CAPPED(AG_LOG_WARN, "out of memory noting a stream-ordered allocation; its free will be a barrier");
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
     use(prev);
 }
 
@@ -2835,7 +2870,7 @@ int ag_engine_frees_release(void)
     int held = 0;
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
-        pthread_mutex_lock(&E.lock);
+        lock_take(&E.lock);
         /* frees in the issuer's job count too: settled here, they are issued */
         int in_job = atomic_load(&E.job.state) != JOB_IDLE && E.job.nfrees > 0;
         settle();
@@ -2984,9 +3019,9 @@ static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
         }
         if (!ended && home) {
             use(home);
-            pthread_mutex_lock(&E.lock);
+            lock_take(&E.lock);
             E.old_event_passed++;
-            pthread_mutex_unlock(&E.lock);
+            lock_give(&E.lock);
         }
         use(prev);
         return;
@@ -3042,9 +3077,9 @@ void ag_engine_event_destroy(ag_id_t id, CUevent ev)
     if (foreign_event(ev, NULL, 0xba77ULL + (uint64_t)id, FB_BARRIER) || !engine_count())
         return;
     struct engine *home = current_engine(0), *prev = use(home ? home : &engines[0]);
-    pthread_mutex_lock(&E.lock);
+    lock_take(&E.lock);
     E.event_destroys_passed++;
-    pthread_mutex_unlock(&E.lock);
+    lock_give(&E.lock);
     use(prev);
 }
 
@@ -3148,7 +3183,7 @@ void ag_engine_fork_child(void)
 {
     /* CUDA cannot be used in a forked child; the child's calls go straight to the driver. */
     for (int i = 0; i < AG_MAX_ENGINES; i++) {
-        pthread_mutex_init(&engines[i].lock, NULL);
+        atomic_store_explicit(&engines[i].lock.v, 0, memory_order_relaxed);
         engines[i].disabled = 1;
         /* no issuer thread here: a job it had is the parent's (settle finds none to wait for) */
         atomic_store(&engines[i].job.state, JOB_IDLE);
@@ -3170,7 +3205,7 @@ void ag_engine_thread_exit(void)
 void ag_engine_fork_prepare(void)
 {
     for (int i = 0; i < AG_MAX_ENGINES; i++)
-        pthread_mutex_lock(&engines[i].lock);
+        lock_take(&engines[i].lock);
     pthread_mutex_lock(&engines_lock);
 }
 
@@ -3178,7 +3213,7 @@ void ag_engine_fork_parent(void)
 {
     pthread_mutex_unlock(&engines_lock);
     for (int i = AG_MAX_ENGINES - 1; i >= 0; i--)
-        pthread_mutex_unlock(&engines[i].lock);
+        lock_give(&engines[i].lock);
 }
 
 void ag_engine_start(void)
@@ -3314,12 +3349,12 @@ static void gather(totals_t *t)
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
-        pthread_mutex_lock(&E.lock);
+        lock_take(&E.lock);
         settle(); /* its outcome in the counts */
         if (E.ready)
             add_totals(t);
         t->ctx_ended |= E.ctx_ended;
-        pthread_mutex_unlock(&E.lock);
+        lock_give(&E.lock);
     }
     use(prev);
 }
@@ -3441,7 +3476,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
-        pthread_mutex_lock(&E.lock);
+        lock_take(&E.lock);
         /* its issuer thread: never started, running, ended with the context (still leaving: the 100 ms
          * issuer_quit waits were not enough), or unable to start */
         const char *iss_state = E.issuer == 0                ? "none"
@@ -3455,7 +3490,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                 i ? ", " : "", E.ready ? (int)E.dev : -1, (unsigned long long)E.deferred,
                 (unsigned long long)E.replayed, (unsigned long long)E.graph_launches, E.ctx_ended ? "true" : "false",
                 iss_state, (unsigned long long)E.jobs, (unsigned long long)E.windows);
-        pthread_mutex_unlock(&E.lock);
+        lock_give(&E.lock);
     }
     use(prev);
     fputs("]\n  },\n", f);

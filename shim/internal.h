@@ -88,15 +88,46 @@ static inline uint64_t ag_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- The state every hooked kernel launch reads, in as few cache lines as it fits. ----
+ * Between two launches an interpreter evicts the shim's lines, and a cold launch pays for each one, and
+ * more for one it can only find through another (shim/engine.c, prefetch_hot). Each variable of a
+ * library's initial-exec TLS is found through a GOT entry of its own (its offset, 8 bytes), so 24 of
+ * them took three GOT lines before the TLS lines themselves; and the process-wide flags every launch
+ * checks lay in five lines of .bss. Grouped here: one GOT entry and one TLS line per thread, one line of
+ * globals with the launch entry points' driver pointers (ag_real[2..4]: hooks.def lists the launches
+ * first). The usual names are macros for the members. */
+struct engine;
+struct ag_tcount;
+typedef struct {
+    _Alignas(64) struct engine *eng; /* engine.c: the engine this thread works for now (E) */
+    CUcontext ctx;                   /* engine.c: the context the thread's engine lookup last found */
+    struct engine *ctx_eng;          /* and its engine (NULL: none) */
+    struct engine *hold_eng;         /* engine.c: where this thread last held an operation back */
+    uint64_t holds;                  /* and that engine's drains + 1 then */
+    struct ag_tcount *tc;            /* stats.c: this thread's call counters */
+    int guard, hook_depth;           /* core.c: ag_guard, ag_hook_depth (below) */
+    unsigned sample_tick;            /* engine.c: operations of this thread, for the sampled timings */
+    int sample_phased;               /* engine.c: the sampled launch now in the engine is timed by phase */
+} ag_tl_t;
+extern AG_TLS ag_tl_t ag_tl; /* engine.c */
+typedef struct {
+    _Alignas(64) _Atomic(CUresult(CUDAAPI *)(CUcontext *)) ctx_query; /* engine.c: the driver's cuCtxGetCurrent, once found */
+    atomic_int bound;             /* core.c: ag_bound */
+    atomic_int engine_on;         /* engine.c: ag_engine_on */
+    int app_captures;             /* engine.c: the program's own stream captures under way */
+    void *real[AG_ID_COUNT];      /* core.c: ag_real */
+} ag_hot_t;
+extern ag_hot_t ag_hot; /* core.c */
+
 /* ---- core.c: start-up, binding to the real driver, fork. ----
  * ag_real[] is written once under a pthread_once before ag_bound is released; read-only after. */
-extern void *ag_real[AG_ID_COUNT];
-extern atomic_int ag_bound;
+#define ag_real (ag_hot.real)
+#define ag_bound (ag_hot.bound)
 /* Depth of the shim's own calls into CUDA or CUPTI on this thread: hooks reached from there pass
  * straight through, uncounted. */
-extern AG_TLS int ag_guard;
+#define ag_guard (ag_tl.guard)
 /* Inside a barrier or deferrable hook on this thread (driver calls made now were seen by a hook). */
-extern AG_TLS int ag_hook_depth;
+#define ag_hook_depth (ag_tl.hook_depth)
 /* The engine operation (its number + 1) whose kernel this thread is launching eagerly now, or 0: the
  * CUPTI observer ties the kernel's timing record to it. */
 extern AG_TLS uint64_t ag_timing_op;
@@ -124,7 +155,7 @@ typedef struct ag_tcount {
     _Atomic uint64_t n[AG_ID_COUNT];
     struct ag_tcount *next;
 } ag_tcount_t;
-extern AG_TLS ag_tcount_t *ag_tc;
+#define ag_tc (ag_tl.tc)
 ag_tcount_t *ag_tcount_attach(void);
 static inline void ag_count(ag_id_t id)
 {
@@ -170,7 +201,7 @@ void ag_stats_report(int forked_child);
  * disabled it); AG_ENGINE_RESTING while it rests (AUTOGRAPH_REST): deferrable calls go straight to the
  * driver (counted by ag_engine_rested), barriers still reach the engine, which counts the segments. */
 enum { AG_ENGINE_OFF, AG_ENGINE_ACTIVE, AG_ENGINE_RESTING };
-extern atomic_int ag_engine_on;
+#define ag_engine_on (ag_hot.engine_on)
 /* Operations this thread passed while the engine rests, since it last told the engine (every
  * AG_REST_TICK): a rest ends after so many operations too, in a loop that stops reaching barriers. */
 #define AG_REST_TICK 256

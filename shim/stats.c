@@ -11,7 +11,6 @@
 
 #include "internal.h"
 
-AG_TLS ag_tcount_t *ag_tc;
 atomic_ulong ag_unmatched_proc;
 
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
