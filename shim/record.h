@@ -128,20 +128,53 @@ static inline void ag_layout_prefetch(CUfunction f)
 
 /* Copies a launch's parameters (kernelParams) into one block laid out by `lay`. The bytes between
  * parameters belong to none and are zeroed, so that equal arguments compare equal. */
+/* A copy of n bytes, and n zero bytes, without a call: the C library's memcpy and memset cost a cold
+ * launch their procedure-linkage lines and their own code lines (structs passed by value, PyTorch's
+ * offset calculators and arrays; the padding between parameters). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AG_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define AG_ASAN 1
+#endif
+/* (string instructions where the sanitizer cannot see them: its builds keep the calls it checks) */
+#if defined(__x86_64__) && !defined(AG_ASAN)
+#define AG_STRING_INSNS 1
+#endif
+static inline void ag_copy_inline(void *dst, const void *src, size_t n)
+{
+#if AG_STRING_INSNS
+    __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+static inline void ag_zero_inline(void *dst, size_t n)
+{
+#if AG_STRING_INSNS
+    __asm__ volatile("rep stosb" : "+D"(dst), "+c"(n) : "a"(0) : "memory");
+#else
+    memset(dst, 0, n);
+#endif
+}
+
 static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, const void *const *kparams)
 {
     uint32_t end = 0;
     for (uint32_t i = 0; i < lay->nparams; i++) {
         uint32_t off = lay->p[i].off, size = lay->p[i].size;
-        if (off > end)
-            memset(dst + end, 0, off - end);
+        if (off > end) /* padding: a few bytes, written without a call */
+            ag_zero_inline(dst + end, off - end);
         /* Most parameters are pointers and scalars: constant sizes copy without a call. */
         if (size == 8)
             memcpy(dst + off, kparams[i], 8);
         else if (size == 4)
             memcpy(dst + off, kparams[i], 4);
         else
-            memcpy(dst + off, kparams[i], size);
+            ag_copy_inline(dst + off, kparams[i], size);
         end = off + size;
     }
 }
