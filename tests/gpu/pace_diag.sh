@@ -58,13 +58,14 @@ if want torch; then
             env LD_PRELOAD="$L" AUTOGRAPH_STATS="$T/t.$k.json" $(env_of "$s") "${pin[@]}" python3 \
                 tests/python/torch_mlp.py --steps 200 --ab 10 >"$T/t.$k.out" 2>>"$T/t.$k.err"
             cmp -s "$T/plain.out" "$T/t.$k.out" || echo "  $s run $i: losses differ from the plain run"
+            cp "$T/t.$k.json" "$T/t.$k.$i.json" 2>/dev/null
         done
     done
     echo "PyTorch MLP step, in-process A/B (shim against paused), $reps runs each:"
     for s in "${settings[@]}"; do
         k=${s//\//_}
-        python3 - "$T/t.$k.err" "$T/t.$k.json" "$s" <<'PY'
-import json, sys
+        python3 - "$T/t.$k.err" "$T/t.$k.json" "$s" "$T/t.$k" "$reps" <<'PY'
+import json, statistics, sys
 sys.path.insert(0, "tests/gpu")
 from ratios import ab_summary
 line = ab_summary(open(sys.argv[1]).read()) or "A/B -"
@@ -73,9 +74,21 @@ try:
     r = s["replay"]
     line += (f"; last run: replayed {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}%, "
              f"planned {r['segments_planned']}, GPU-paced {r['segments_gpu_paced']} "
-             f"(by waits {r['segments_paced_by_wait']}; {r.get('pace_waits')}), graph launches {r['graph_launches']}")
+             f"(by waits {r['segments_paced_by_wait']}; {r.get('pace_waits')}), graph launches {r['graph_launches']}"
+             + "; by phase " + ", ".join(f"{k} {v:.0f}" for k, v in r["host_ns_per_match_phases"].items()))
 except (OSError, ValueError, KeyError):
     pass
+# the matched launch in each run (ns: mean/median), and the median of the runs' means
+ns = []
+for i in range(1, int(sys.argv[5]) + 1):
+    try:
+        r = json.load(open(f"{sys.argv[4]}.{i}.json"))["replay"]
+        ns.append((r["host_ns_per_match"], r["host_ns_per_match_median"]))
+    except (OSError, ValueError, KeyError):
+        pass
+if ns:
+    line += (f"; matched launch {statistics.median(m for m, _ in ns):.0f} ns (runs "
+             + " ".join(f"{m:.0f}/{d:.0f}" for m, d in ns) + ")")
 print(f"  {sys.argv[3]}: {line}")
 PY
     done

@@ -408,14 +408,17 @@ want never_repeat && mark never_repeat "$nr_line"
 # The matched launch on this host's CPU (fakecuda: no GPU in the timing): match_bench, shaped like a PyTorch
 # step, 5 runs each with warm caches and with 2 MB swept between launches (as cold as a PyTorch step),
 # the issuer inline (on fakecuda the issuer's graph launches share the fake's lock with the launches
-# timed). Medians of host_ns_per_match, and the phases of the last run.
+# timed). Medians of host_ns_per_match, and the phases of the last run. Then what 16 and 32 cold lines
+# cost on this CPU (tests/engine/line_floor.c): the floor under a cold launch that touches that many.
 if want match; then
     match_line=$(for sweep in 0 2048; do
         printf 'sweep %s KB: ' "$sweep"
         AUTOGRAPH_ISSUER=inline bash tests/engine/match_bench.sh "$BUILD" measure 5 --iters 300 --thrash "$sweep" | tr '\n' ' '
         AUTOGRAPH_ISSUER=inline bash tests/engine/match_bench.sh "$BUILD" check --iters 300 --thrash "$sweep" | grep phases | tr '\n' ' '
         printf '| '
-    done)
+    done
+    "$BUILD/bin/line_floor" 16 | tr '\n' ' '
+    "$BUILD/bin/line_floor" 32)
 fi
 want match && mark match "$match_line"
 
