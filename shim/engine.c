@@ -2179,9 +2179,10 @@ static inline void prefetch_hot(const kcall_t *c)
 /* Before the lock, once the hot fields asked for by prefetch_hot have arrived: the lines found through
  * them that a held-back launch goes on to (the candidates' next signatures, the kernel's layout, the
  * first arena lines, the pending record it fills, the learner's slots it writes), asked for now so that
- * they arrive while the context is queried and the lock taken. Read without the lock (relaxed atomic loads of fields written under it: a race by the letter
- * of C11, on values used only as prefetch addresses): a value another thread changes meanwhile only
- * makes a useless prefetch (prefetches never fault; layouts are never freed). */
+ * they arrive while the context is queried and the lock taken. Read without the lock (relaxed atomic
+ * loads of fields written under it: a race by the letter of C11, on values used only as prefetch
+ * addresses): a value another thread changes meanwhile only makes a useless prefetch (prefetches never
+ * fault; layouts are never freed). */
 static inline void prefetch_early(CUfunction f)
 {
     int n = __atomic_load_n(&E.nmatch, __ATOMIC_RELAXED);

@@ -111,7 +111,8 @@ typedef struct {
 } ag_tl_t;
 extern AG_TLS ag_tl_t ag_tl; /* engine.c */
 typedef struct {
-    _Alignas(64) _Atomic(CUresult(CUDAAPI *)(CUcontext *)) ctx_query; /* engine.c: the driver's cuCtxGetCurrent, once found */
+    /* engine.c: the driver's cuCtxGetCurrent, once found */
+    _Alignas(64) _Atomic(CUresult(CUDAAPI *)(CUcontext *)) ctx_query;
     atomic_int bound;             /* core.c: ag_bound */
     atomic_int engine_on;         /* engine.c: ag_engine_on */
     int app_captures;             /* engine.c: the program's own stream captures under way */

@@ -126,8 +126,6 @@ static inline void ag_layout_prefetch(CUfunction f)
     __builtin_prefetch(&ag_layouts[ag_layout_slot(f)]);
 }
 
-/* Copies a launch's parameters (kernelParams) into one block laid out by `lay`. The bytes between
- * parameters belong to none and are zeroed, so that equal arguments compare equal. */
 /* A copy of n bytes, and n zero bytes, without a call: the C library's memcpy and memset cost a cold
  * launch their procedure-linkage lines and their own code lines (structs passed by value, PyTorch's
  * offset calculators and arrays; the padding between parameters). */
@@ -161,6 +159,8 @@ static inline void ag_zero_inline(void *dst, size_t n)
 #endif
 }
 
+/* Copies a launch's parameters (kernelParams) into one block laid out by `lay`. The bytes between
+ * parameters belong to none and are zeroed, so that equal arguments compare equal. */
 static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, const void *const *kparams)
 {
     uint32_t end = 0;
