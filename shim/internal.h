@@ -8,6 +8,7 @@
 #define CUDA_ENABLE_DEPRECATED
 #include <cuda.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
@@ -119,6 +120,13 @@ typedef struct {
     void *real[AG_ID_COUNT];      /* core.c: ag_real */
 } ag_hot_t;
 extern ag_hot_t ag_hot; /* core.c */
+/* What the grouping is for, kept true as members come and go: the thread's state is one line, and the
+ * flags and the common launch entry points' driver pointers are the globals' first line. */
+_Static_assert(sizeof(ag_tl_t) == 64, "ag_tl_t must stay one cache line");
+_Static_assert(offsetof(ag_hot_t, real) + sizeof(void *) * (AG_ID_cuLaunchKernelEx + 1) <= 64 &&
+                   AG_ID_cuLaunchKernel < AG_ID_cuLaunchKernelEx &&
+                   AG_ID_cuLaunchKernel_ptsz < AG_ID_cuLaunchKernelEx,
+               "the launch entry points' driver pointers must stay in ag_hot's first line");
 
 /* ---- core.c: start-up, binding to the real driver, fork. ----
  * ag_real[] is written once under a pthread_once before ag_bound is released; read-only after. */
