@@ -67,8 +67,9 @@ if want torch; then
         python3 - "$T/t.$k.err" "$T/t.$k.json" "$s" "$T/t.$k" "$reps" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, "tests/gpu")
-from ratios import ab_summary
+from ratios import ab_runs, ab_summary
 line = ab_summary(open(sys.argv[1]).read()) or "A/B -"
+ab = ab_runs(open(sys.argv[1]).read())
 try:
     s = json.load(open(sys.argv[2]))
     r = s["replay"]
@@ -78,18 +79,24 @@ try:
              + "; by phase " + ", ".join(f"{k} {v:.0f}" for k, v in r["host_ns_per_match_phases"].items()))
 except (OSError, ValueError, KeyError):
     pass
-# the matched launch in each run (ns: mean/median), and the median of the runs' means
-ns = []
+# the matched launch in each run (ns: mean/median), and the median of the runs' means; then each run's
+# A/B with the plans it ended with (segments planned, graph launches): the plan varies from run to run
+ns, plans = [], []
 for i in range(1, int(sys.argv[5]) + 1):
     try:
-        r = json.load(open(f"{sys.argv[4]}.{i}.json"))["replay"]
+        s = json.load(open(f"{sys.argv[4]}.{i}.json"))
+        r = s["replay"]
         ns.append((r["host_ns_per_match"], r["host_ns_per_match_median"]))
+        ratio = f"{ab[i - 1][1] / ab[i - 1][0]:.3f}x" if i <= len(ab) else "-"
+        plans.append(f"{ratio} planned {r['segments_planned']} graph launches {r['graph_launches']}")
     except (OSError, ValueError, KeyError):
         pass
 if ns:
     line += (f"; matched launch {statistics.median(m for m, _ in ns):.0f} ns (runs "
              + " ".join(f"{m:.0f}/{d:.0f}" for m, d in ns) + ")")
 print(f"  {sys.argv[3]}: {line}")
+for i, p in enumerate(plans):
+    print(f"    run {i + 1}: {p}")
 PY
     done
 fi
