@@ -78,6 +78,17 @@ enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE, JOB_QUIT };
 
 /* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
+/* Sleeps while *a is val, until woken (or timeout passes, where not NULL). */
+static void futex_wait(atomic_int *a, int val, const struct timespec *timeout)
+{
+    syscall(SYS_futex, a, FUTEX_WAIT_PRIVATE, val, timeout, NULL, 0);
+}
+
+static void futex_wake(atomic_int *a, int n)
+{
+    syscall(SYS_futex, a, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
 /* An engine's lock: a futex word (0 free, 1 taken, 2 taken with sleepers) taken by one compare-and-swap
  * inline. A launch held back takes and gives it once, and pthread_mutex_lock and _unlock cost it two
  * procedure-linkage lines, the C library's code and the thread's own descriptor line, all cold in an
@@ -91,7 +102,7 @@ static __attribute__((noinline, cold)) void lock_wait(ag_lock_t *l, int c)
     if (c != 2)
         c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
     while (c != 0) {
-        syscall(SYS_futex, &l->v, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+        futex_wait(&l->v, 2, NULL);
         c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
     }
 }
@@ -107,7 +118,7 @@ static inline void lock_take(ag_lock_t *l)
 static inline void lock_give(ag_lock_t *l)
 {
     if (AG_UNLIKELY(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
-        syscall(SYS_futex, &l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        futex_wake(&l->v, 1);
 }
 
 /* One engine per CUDA context (at most AG_MAX_ENGINES; a context past them runs eagerly): each has its
@@ -1047,17 +1058,6 @@ static int start_thread(void *(*fn)(void *), void *arg, size_t stack)
 }
 
 /* ---- the issuer (AUTOGRAPH_ISSUER=thread) ---- */
-
-/* Sleeps while *a is val, until woken (or timeout passes, where not NULL). */
-static void futex_wait(atomic_int *a, int val, const struct timespec *timeout)
-{
-    syscall(SYS_futex, a, FUTEX_WAIT_PRIVATE, val, timeout, NULL, 0);
-}
-
-static void futex_wake(atomic_int *a, int n)
-{
-    syscall(SYS_futex, a, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
 
 static inline void cpu_relax(void)
 {
