@@ -87,6 +87,22 @@ need() {
     [ "$((all * 3))" -le "$(( $(stat "$d/stats.json" launches) * 2))" ]
 }
 
+@test "amp: PyTorch loop as users write it (fp16 autocast and GradScaler, accumulation, bucketed batch sizes, clipping, LR schedule, evaluation), 120 steps: bit-identical, most launches replayed" {
+    need torch
+    local d=$BATS_TEST_TMPDIR/amp
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_amp.py" --steps 120
+    same_output "$d"
+    summary "$d" torch_amp
+    grep -q "^eval " "$d/plain.out"
+    # the scaler skipped steps (gradients that overflowed fp16: no optimizer kernels that step), and not
+    # only while the engine was still learning: the last one after step 40
+    read -r n _ last < <(sed -n 's/^skipped_steps: //p' "$d/plain.err")
+    echo "# skipped steps: $n, the last at $last" >&3
+    [ "$n" -ge 3 ] && [ "$last" -ge 40 ]
+    sed -n 's/^buckets: //p' "$d/plain.err"
+    replayed_at_least "$d" 60
+}
+
 @test "gpt2: GPT-2 (4 layers) training steps: identical losses" {
     need torch
     need transformers
