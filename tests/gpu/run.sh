@@ -15,7 +15,7 @@
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
 # amp, gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
 # CTEST_EXCLUDE='bats.python' leaves them out.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, issuer, gcn, probes,
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp, issuer, gcn, probes,
 # plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
 # build always.
 set -uo pipefail
@@ -84,10 +84,10 @@ loop_ms() {
     shift
     env "$@" 2>&1 >/dev/null | sed -n 's/^loop_ms: //p' >>"$out"
 }
+# and the same address layout in every process (no ASLR), where setarch can turn it off
+pin=("${tpin[@]}")
+setarch "$(uname -m)" -R true 2>/dev/null && pin=(setarch "$(uname -m)" -R "${pin[@]}")
 if want torch && python3 -c "import torch" 2>/dev/null; then
-    pin=("${tpin[@]}")
-    # and the same address layout in every process (no ASLR), where setarch can turn it off
-    setarch "$(uname -m)" -R true 2>/dev/null && pin=(setarch "$(uname -m)" -R "${pin[@]}")
     for i in $(seq "${TORCH_REPS:-3}"); do
         "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 >"$T/t_plain.out" 2>>"$T/t_plain.err"
         LD_PRELOAD=$lib AUTOGRAPH_SCOPE=off AUTOGRAPH_STATS=$T/t_off.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
@@ -160,6 +160,39 @@ PY
 )
 fi
 want torch && mark torch "$torch_line"
+
+# The PyTorch loop as users write it (torch_amp.py: fp16 autocast with GradScaler, accumulation, bucketed
+# micro-batch sizes, clipping, LR schedule, evaluation): AMP_REPS (3) interleaved runs of plain, the shim,
+# and the shim against itself paused in the one process (--ab 10), pinned as above. Ratios of medians.
+amp_line="-"
+if want amp && python3 -c "import torch" 2>/dev/null; then
+    for i in $(seq "${AMP_REPS:-3}"); do
+        "${pin[@]}" python3 tests/python/torch_amp.py --steps 160 >"$T/a_plain.out" 2>>"$T/a_plain.err"
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/a_all.json "${pin[@]}" python3 tests/python/torch_amp.py --steps 160 \
+            >"$T/a_all.out" 2>>"$T/a_all.err"
+        LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_amp.py --steps 160 --ab 10 >"$T/a_ab.out" 2>>"$T/a_ab.err"
+    done
+    same=no
+    cmp -s "$T/a_plain.out" "$T/a_all.out" && cmp -s "$T/a_plain.out" "$T/a_ab.out" && same=yes
+    amp_line=$(python3 - "$T" "$same" <<'PY'
+import json, re, statistics, sys
+sys.path.insert(0, "tests/gpu")
+from ratios import ab_summary
+d = sys.argv[1]
+def med(k, key="step_us"): return statistics.median(float(m) for m in re.findall(key + r': ([0-9.]+)', open(f"{d}/a_{k}.err").read()))
+p, a = med("plain"), med("all")
+s = json.load(open(f"{d}/a_all.json"))
+r = s["replay"]
+fb = {k: v for k, v in r["fallbacks"].items() if v}
+print(f"median step: plain {p:.0f} us, the shim {a:.0f} us ({p / a:.3f}x) | in-process, blocks of 10 steps: "
+      f"{ab_summary(open(f'{d}/a_ab.err').read()) or 'A/B -'} | identical: {sys.argv[2]} | replayed "
+      f"{100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% of {s['launches'] / 160:.0f} launches a step | "
+      f"graphs built {r['graphs_built']}, variants {r['variants']} | fallbacks {fb or '-'} | probes {r['profit']} | "
+      f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r['host_ns_per_match_median']:.0f})")
+PY
+)
+fi
+want amp && mark amp "$amp_line"
 
 # The issuer (AUTOGRAPH_ISSUER): graphs patched and launched by the shim's thread against the program's
 # own, ISSUER_REPS (3) interleaved runs each: the PyTorch step's in-process A/B (shim against paused, blocks
@@ -453,6 +486,7 @@ echo "ctest: $(grep -sE 'tests passed|tests failed' "$OUT/ctest.log" | tail -1) 
 echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
+echo "PyTorch loop as users write it (torch_amp.py), 160 steps: $amp_line"
 echo "issuer (AUTOGRAPH_ISSUER) thread, inline and polling (poll), medians of ${ISSUER_REPS:-3}: $issuer_line"
 echo "torch_geometric GCN, in-process A/B, medians of ${GCN_REPS:-3}: $gcn_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"

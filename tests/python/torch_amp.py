@@ -17,7 +17,8 @@ stdout: per micro-batch "step <k> loss <hex>", per optimizer step "opt <i> scale
 evaluation "eval <i> loss <hex>", then "checksum: <16 hex>" (sha256 of the parameters); bit-identical
 with and without the shim. stderr: "skipped_steps: <n> last <i>" (optimizer steps the scaler skipped,
 the last one's index), "buckets: <size>:<micro-batches> ...", and report.py's timings. One --steps is
-one optimizer step (ACCUM micro-batches).
+one optimizer step (ACCUM micro-batches). --ab B: report.py's in-process A/B (blocks of B optimizer
+steps with the shim and paused in turn, after report.AB_WARM steps); the output stays the same.
 """
 import argparse
 import math
@@ -29,7 +30,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import deterministic, parse_args, report, timed_steps  # noqa: E402
+from report import ab_report, ab_steps, deterministic, parse_args, report, timed_steps  # noqa: E402
 
 WIDTH, LAYERS, OUT, POOL = 512, 6, 16, 8
 BUCKETS = (256, 192, 128)  # micro-batch sizes
@@ -49,7 +50,10 @@ def make_model():
 
 
 def main():
-    args = parse_args(argparse.ArgumentParser())
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ab", type=int, default=0, metavar="B",
+                    help="blocks of B optimizer steps with the shim and paused in turn (needs the shim)")
+    args = parse_args(ap)
     deterministic(args.seed)
     dev = torch.device("cuda")
     model = make_model().to(dev)
@@ -106,12 +110,14 @@ def main():
             lines.append(f"eval {i} loss {float(ev.item()).hex()}")
             model.train()
 
-    ms, steady_ms = timed_steps(args.steps, step)
+    ms, steady_ms = timed_steps(args.steps, ab_steps(step, args.ab) if args.ab else step)
     for line in lines:
         print(line)
     print(f"skipped_steps: {skipped[0]} last {skipped[1]}", file=sys.stderr)
     print("buckets: " + " ".join(f"{b}:{n}" for b, n in per_bucket.items()), file=sys.stderr)
     report(losses, model.parameters(), ms, steady_ms)
+    if args.ab:
+        ab_report(args.steps, args.ab)
 
 
 if __name__ == "__main__":
