@@ -128,6 +128,9 @@ static inline void lock_give(ag_lock_t *l)
 struct engine {
     _Alignas(64) ag_lock_t lock; /* the struct starts a line (see the hot fields) */
     int ready, disabled;
+    /* more variants may follow the current chunk's start than are matched at once: its first operation
+     * chooses the candidates (choose_by_first); read by every operation, so in the lock's line */
+    int wide;
     CUcontext ctx;
     /* What every launch held back reads or writes, in the lock's line and the three after it:
      * prefetch_hot asks for them at once (an interpreter running between launches evicts them every
@@ -302,6 +305,9 @@ struct engine {
     uint64_t rest_ended_by_ops, rested_segments;
     /* graphs built at a chunk's second sighting (a chunk a new plan cut, pattern.c) */
     uint64_t graphs_at_second;
+    /* chunk starts where more variants could follow than are matched at once, and of them those whose
+     * first operation began some (choose_by_first) */
+    uint64_t wide_starts, wide_chosen;
     atomic_llong rest_ops_left;
     /* Does the graph pay (AUTOGRAPH_PROBE, ag_profit_*): the current real segment's seed, operation and
      * deferral counts at its start, whether it runs eager by the verdict's choice (forced), and whether
@@ -1292,16 +1298,37 @@ static int hold_for_timing(void)
     return sl && sl->real_end && sl->length <= AG_PLAN_MAX_OPS && !sl->gpu_ns_per_op; /* never timed yet */
 }
 
-static void refresh_candidates(void)
+/* E.cands' first n are the chunk's candidates, all still matching. */
+static void set_candidates(int n)
 {
-    E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !g_trusted);
-    E.ncand = E.guard_stopped || E.pf_forced || hold_for_timing() ? 0 : ag_learner_candidates(&E.learner, E.cands);
+    E.ncand = n;
     memcpy(E.match, E.cands, sizeof E.cands);
-    for (int i = 0; i < E.ncand; i++) {
+    for (int i = 0; i < n; i++) {
         E.msigs[i] = E.cands[i]->sigs;
         E.mlen[i] = E.cands[i]->len;
     }
-    E.nmatch = E.ncand;
+    E.nmatch = n;
+}
+
+static void refresh_candidates(void)
+{
+    E.learner.require_guard = (uint8_t)(ag_cupti_can_guard() && !g_trusted);
+    int n = E.guard_stopped || E.pf_forced || hold_for_timing() ? 0 : ag_learner_candidates(&E.learner, E.cands);
+    E.wide = n < 0;
+    set_candidates(n < 0 ? 0 : n);
+}
+
+/* The chunk's first operation (signature sig) arrives where more variants may follow its start than are
+ * matched at once (a batch padded to one of many sizes): those that begin with it are the candidates.
+ * Until then none were expected, and nothing was held back. */
+static void choose_by_first(uint64_t sig)
+{
+    E.wide = 0;
+    if (E.learner.chunk_pos == 0 && !E.npending) {
+        set_candidates(ag_learner_candidates_first(&E.learner, E.cands, sig));
+        E.wide_starts++;
+        E.wide_chosen += E.ncand > 0;
+    }
 }
 
 /* The candidate that the pending operations complete when the chunk ends now (at a barrier or at its
@@ -1326,7 +1353,7 @@ static void fallback(int reason)
     ag_learner_failed(&E.learner, E.cands, E.ncand);
     if (E.learner.period)
         ag_learner_unlock_period(&E.learner);
-    E.nmatch = E.ncand = 0;
+    E.nmatch = E.ncand = E.wide = 0;
 }
 
 /* ---- the stall watcher ---- */
@@ -1409,7 +1436,7 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
     E.rest_left = n;
     uint64_t per = seg_ops > 64 ? seg_ops : 64;
     atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
-    E.nmatch = E.ncand = 0;
+    E.nmatch = E.ncand = E.wide = 0;
     E.seg_timed = 0;
     E.pp_open = 0; /* the segments sat out would be timed with the one before them */
     /* A learning window would watch nothing the engine sees, while CUPTI's kernel records slow the rested
@@ -1812,6 +1839,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         tl_timed_op = E.ops + 1;
     }
     int deferred = 0;
+    if (AG_UNLIKELY(E.wide))
+        choose_by_first(sig);
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
         int k = 0;
@@ -3280,6 +3309,7 @@ typedef struct {
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
+    uint64_t wide_starts, wide_chosen;
     uint64_t observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
@@ -3312,6 +3342,7 @@ static void add_totals(void *arg)
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
     t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
+    t->wide_starts += E.wide_starts, t->wide_chosen += E.wide_chosen;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
     t->build_ns += E.build_ns, t->patch_ns += E.patch_ns, t->launch_ns += E.launch_ns;
@@ -3413,6 +3444,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"segments_gpu_paced\": %llu,\n    \"segments_paced_by_wait\": %llu,\n"
                "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
+               "    \"chunks_chosen_by_first_op\": {\"starts\": %llu, \"chosen\": %llu},\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
@@ -3432,6 +3464,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,
             (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
             (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
+            (unsigned long long)t.wide_starts, (unsigned long long)t.wide_chosen,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,

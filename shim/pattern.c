@@ -613,21 +613,41 @@ static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v)
     return l->warmup << (v->fails >= 2 ? v->fails - 1 : 0);
 }
 
-int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
+/* The candidates at the chunk's start (whose first operation is *first, where not NULL): fills out[] with
+ * at most AG_MAX_CANDIDATES of them, in the bucket chain's order (the most recently learned first), and
+ * returns how many there are in all. */
+static int collect(ag_learner_t *l, ag_variant_t **out, const uint64_t *first)
 {
     int n = 0;
     ag_vtable_t *t = &l->table;
-    for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v && n < AG_MAX_CANDIDATES; v = v->next) {
+    for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v; v = v->next) {
         if (v->start != l->chunk_start || v->ungraphable || (l->require_guard && !ag_learner_guarded(l, v)))
             continue;
         /* cut by another plan (one that changed since): this chunk closes elsewhere, so it cannot be v */
         if (v->len > l->chunk_target || (!v->ends_at_barrier && v->len != l->chunk_target))
             continue;
+        if (first && (!v->len || v->sigs[0] != *first))
+            continue;
         uint32_t need = sightings_needed(l, v);
-        if (need && v->seen >= need)
-            out[n++] = v;
+        if (need && v->seen >= need) {
+            if (n < AG_MAX_CANDIDATES)
+                out[n] = v;
+            n++;
+        }
     }
     return n;
+}
+
+int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out)
+{
+    int n = collect(l, out, NULL);
+    return n > AG_MAX_CANDIDATES ? -1 : n;
+}
+
+int ag_learner_candidates_first(ag_learner_t *l, ag_variant_t **out, uint64_t sig)
+{
+    int n = collect(l, out, &sig);
+    return n < AG_MAX_CANDIDATES ? n : AG_MAX_CANDIDATES;
 }
 
 int ag_learner_expects_unguarded(ag_learner_t *l)

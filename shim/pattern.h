@@ -10,8 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AG_MAX_VARIANTS_PER_START 4
-#define AG_MAX_CANDIDATES AG_MAX_VARIANTS_PER_START
+/* Variants kept per chunk start (the least recently seen one makes room): a batch padded to one of a few
+ * sizes in no fixed order brings as many variants after the same start as there are sizes. */
+#define AG_MAX_VARIANTS_PER_START 16
+/* Candidates matched at once: where more may follow a start, the chunk's first operation chooses them. */
+#define AG_MAX_CANDIDATES 4
 #define AG_PERIOD_WINDOW 4096
 #define AG_MIN_VIRTUAL_SEGMENT 32
 
@@ -276,8 +279,14 @@ ag_variant_t *ag_learner_close(ag_learner_t *l);
 ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_);
 
 /* Variants that may follow from the current chunk start and have been seen often enough; fills out[]
- * (at most AG_MAX_CANDIDATES) and returns how many. */
+ * (at most AG_MAX_CANDIDATES) and returns how many. Where more than AG_MAX_CANDIDATES may follow, returns
+ * -1 (out[] unspecified): the chunk's first operation chooses among them (ag_learner_candidates_first). */
 int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
+
+/* At the chunk's start, before its first operation (signature sig) is pushed: those of the variants
+ * ag_learner_candidates would give whose first operation is sig (the most recently seen first, at most
+ * AG_MAX_CANDIDATES); returns how many. */
+int ag_learner_candidates_first(ag_learner_t *l, ag_variant_t **out, uint64_t sig);
 
 /* Kernel time on the GPU and host time of issuing, measured for one whole sighting of the segment that
  * started at `seed` (ops operations, none of them deferred). A segment whose GPU time is bound_ratio

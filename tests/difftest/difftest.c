@@ -218,6 +218,10 @@ static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) *
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
 static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
+/* --buckets N: a launch whose shape varies takes, each iteration, one of N grid sizes, the same bucket for
+ * every such launch of the iteration, in an order drawn from the program's seed (a loader that pads each
+ * batch to one of N lengths): many variants after the same point of the iteration */
+static int g_buckets;
 
 /* --twoctx: the calls on the side stream are made with its context current, then the first one again */
 static void side_ctx(prog_t *p, int on)
@@ -425,7 +429,15 @@ static void launch(prog_t *p, const op_t *o, int idx, int it)
     int vit = (p->sab_mode == SAB_STALE && it == p->sab_iter && it > 0) ? it - 1 : it; /* a missed patch */
     int sc = (o->vary & V_SCALAR) ? vit : 0;
     unsigned gx = o->gx;
-    if ((o->vary & V_SHAPE) && ((it / o->shape_k) & 1)) gx = gx > 1 ? gx / 2 : 1;
+    if ((o->vary & V_SHAPE) && g_buckets) {
+        uint64_t h = p->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)it * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+        unsigned b = (unsigned)(h % (uint64_t)g_buckets);
+        gx = gx * (b + 1) / (unsigned)g_buckets;
+        gx = gx ? gx : 1;
+    } else if ((o->vary & V_SHAPE) && ((it / o->shape_k) & 1)) {
+        gx = gx > 1 ? gx / 2 : 1;
+    }
     CUdeviceptr b0 = phys(p, o->slot[0], vit), b1 = phys(p, o->slot[1], vit), b2 = phys(p, o->slot[2], vit);
     int n = o->n;
     float f0 = o->f[0] + 0.01f * (float)sc, f1 = o->f[1] * (sc & 1 ? 0.5f : 1.0f);
@@ -946,9 +958,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--observer")) g_observer = 1;
         else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
         else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
+        else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) g_buckets = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--twoctx]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--twoctx] [--buckets N]\n", argv[0]);
             return 2;
         }
     }

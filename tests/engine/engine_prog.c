@@ -417,6 +417,19 @@ int main(int argc, char **argv)
             len = (it / 4) % 2 ? N / 2 : N;
             grid = (it / 4) % 2 ? 1 : 2;
         }
+        if (strcmp(which, "buckets") == 0) {
+            /* the batch's size from a few buckets (ENGINE_BUCKETS, default 8) in a seeded random order,
+             * as a loader that pads each batch to one of a few lengths hands them out */
+            static unsigned nb, rng = 12345u;
+            if (!nb) {
+                const char *e = getenv("ENGINE_BUCKETS");
+                nb = e && atoi(e) > 0 && atoi(e) <= 64 ? (unsigned)atoi(e) : 8u;
+            }
+            rng = rng * 1103515245u + 12345u;
+            unsigned bk = (rng >> 16) % nb;
+            grid = 1 + bk;
+            len = (int)((unsigned)N * (bk + 1) / nb);
+        }
         if (two || legacyside) { /* fork: the side stream scales buffer 3 while the main stream works on x and y */
             CK(cuEventRecord(fork, stream));
             CK(cuStreamWaitEvent(side, fork, 0));
