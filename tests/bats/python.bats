@@ -87,7 +87,7 @@ need() {
     [ "$((all * 3))" -le "$(( $(stat "$d/stats.json" launches) * 2))" ]
 }
 
-@test "amp: PyTorch loop as users write it (fp16 autocast and GradScaler, accumulation, bucketed batch sizes, clipping, LR schedule, evaluation), 120 steps: bit-identical, most launches replayed" {
+@test "amp: PyTorch loop as users write it (fp16 autocast and GradScaler, accumulation, six batch sizes, clipping, LR schedule, evaluation), 120 steps: bit-identical, most launches replayed" {
     need torch
     local d=$BATS_TEST_TMPDIR/amp
     run_pair "$d" python3 "$SRC_DIR/tests/python/torch_amp.py" --steps 120
@@ -99,7 +99,8 @@ need() {
     read -r n _ last < <(sed -n 's/^skipped_steps: //p' "$d/plain.err")
     echo "# skipped steps: $n, the last at $last" >&3
     [ "$n" -ge 3 ] && [ "$last" -ge 40 ]
-    sed -n 's/^buckets: //p' "$d/plain.err"
+    echo "# micro-batches per size: $(sed -n 's/^buckets: //p' "$d/plain.err"); chunks chosen by their first" \
+        "launch: $(stat "$d/stats.json" replay.chunks_chosen_by_first_op)" >&3
     replayed_at_least "$d" 60
 }
 

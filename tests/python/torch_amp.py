@@ -1,10 +1,11 @@
 """A PyTorch training loop written the way users write one, for autograph: a 6-layer MLP (LayerNorm,
 GELU, dropout) trained with fp16 autocast and a GradScaler, gradient accumulation over two micro-batches,
-micro-batch sizes drawn from three buckets in a seeded random order, gradient clipping, a learning-rate
+micro-batch sizes drawn from six buckets in a seeded random order, gradient clipping, a learning-rate
 schedule (warm-up, then cosine) and an evaluation pass under no_grad every few optimizer steps.
 
 What it puts in front of the shim, beside torch_mlp.py's plain step:
-- shapes from a small set in no fixed order (each bucket's work is its own variant);
+- shapes from a small set in no fixed order (each bucket's work is its own variant, and more of them
+  follow the same point of the step than the shim matches at once);
 - a sync in the middle of the step (each micro-batch's loss.item()) and the scaler's own syncs
   (found_inf.item() in scaler.step, the scale's .item());
 - control flow that depends on the GPU: a step whose gradients overflow fp16 is skipped (no optimizer
@@ -33,7 +34,7 @@ import torch.nn.functional as F  # noqa: E402
 from report import ab_report, ab_steps, deterministic, parse_args, report, timed_steps  # noqa: E402
 
 WIDTH, LAYERS, OUT, POOL = 512, 6, 16, 8
-BUCKETS = (256, 192, 128)  # micro-batch sizes
+BUCKETS = (256, 224, 192, 160, 128, 96)  # micro-batch sizes: more than the shim matches at once (4)
 ACCUM = 2  # micro-batches per optimizer step
 EVAL_EVERY = 10  # optimizer steps between evaluations
 GROWTH = 12  # good steps before the scaler doubles its scale (PyTorch's default is 2000)
