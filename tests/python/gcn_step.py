@@ -18,15 +18,14 @@ import os
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
-from report import ab_report, ab_steps, deterministic, parse_args, report, timed_steps  # noqa: E402
+from report import ab_report, ab_steps, add_ab_option, deterministic, parse_args, report, timed_steps  # noqa: E402
 
 NODES, EDGES, FEATURES, HIDDEN, CLASSES = 4096, 32768, 64, 128, 8
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ab", type=int, default=0, metavar="B",
-                    help="blocks of B steps with the shim and paused in turn (needs the shim)")
+    add_ab_option(ap)
     args = parse_args(ap)
 
     from torch_geometric.nn import GCNConv

@@ -29,6 +29,12 @@ def parse_args(ap):
     return args
 
 
+def add_ab_option(ap, unit="steps"):
+    """Adds --ab B (0: off): ab_steps' in-process A/B, in blocks of B `unit`."""
+    ap.add_argument("--ab", type=int, default=0, metavar="B",
+                    help=f"blocks of B {unit} with the shim and paused in turn (needs the shim)")
+
+
 def deterministic(seed):
     """The same results run after run (the outputs are compared bit for bit): no TF32, cuDNN's and
     PyTorch's deterministic algorithms (the scatters' sums in a fixed order), the seed."""

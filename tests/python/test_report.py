@@ -39,7 +39,7 @@ import report  # noqa: E402
 def parse(argv):
     sys.argv = ["workload"] + argv
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ab", type=int, default=0)
+    report.add_ab_option(ap)
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -50,6 +50,8 @@ def parse(argv):
 
 args, code = parse(["--steps", "7", "--seed", "3", "--ab", "10"])
 assert code is None and (args.steps, args.seed, args.ab, args.graph) == (7, 3, 10, False), args
+args, code = parse([])
+assert code is None and args.ab == 0, args
 err, code = parse(["--graph"])
 assert code == 2 and "graph: unsupported" in err, (err, code)
 _, code = parse(["--steps", "0"])

@@ -31,7 +31,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import ab_report, ab_steps, deterministic, parse_args, report, timed_steps  # noqa: E402
+from report import ab_report, ab_steps, add_ab_option, deterministic, parse_args, report, timed_steps  # noqa: E402
 
 WIDTH, LAYERS, OUT, POOL = 512, 6, 16, 8
 BUCKETS = (256, 224, 192, 160, 128, 96)  # micro-batch sizes: more than the shim matches at once (4)
@@ -52,8 +52,7 @@ def make_model():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ab", type=int, default=0, metavar="B",
-                    help="blocks of B optimizer steps with the shim and paused in turn (needs the shim)")
+    add_ab_option(ap, "optimizer steps")
     args = parse_args(ap)
     deterministic(args.seed)
     dev = torch.device("cuda")

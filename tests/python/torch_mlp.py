@@ -32,7 +32,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import ab_report, ab_steps, deterministic, report, timed_steps, timed_sync  # noqa: E402
+from report import ab_report, ab_steps, add_ab_option, deterministic, report, timed_steps, timed_sync  # noqa: E402
 
 WIDTH, BATCH, LAYERS, OUT, POOL = 512, 256, 8, 16, 8
 
@@ -62,8 +62,7 @@ def main():
     ap.add_argument("--touch", default=None, metavar="DEV", help="a tensor on DEV before anything else")
     ap.add_argument("--split", action="store_true", help="half the layers on cuda:0, half on cuda:1")
     ap.add_argument("--data-parallel", action="store_true", help="torch.nn.DataParallel over cuda:0 and cuda:1")
-    ap.add_argument("--ab", type=int, default=0, metavar="B",
-                    help="blocks of B steps with the shim and paused in turn (needs the shim)")
+    add_ab_option(ap)
     args = ap.parse_args()
     if args.steps < 1:
         sys.exit("--steps must be >= 1")
