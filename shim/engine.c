@@ -1739,6 +1739,7 @@ static int init_engine(CUcontext ctx)
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
     E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
+    E.learner.shape_free_seeds = ag_opt(AG_OPT_SEGMENT_KEY)->num == AG_SEGKEY_SHAPE_FREE;
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
     E.timer_ns = timer_cost();
     /* guard and always modes: attached from the start (the first engine's segments are timed); in learn
@@ -1927,7 +1928,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.cupti_learning &&
         (E.ops - E.guarded_at >= ATTACH_WINDOW || __atomic_load_n(&g_window_close, __ATOMIC_RELAXED)))
         cupti_learning(0); /* the window guarded nothing new for a while, or another engine launches graphs */
-    int step = ag_learner_push(&E.learner, sig);
+    int step = ag_learner_push(&E.learner, sig, ag_op_shape_free(o));
     if (deferred && t0 && !step) {
         /* a held-back launch, from the engine's entry to here (the learner included; one that completes
          * a chunk is counted in the replay's host time instead) */

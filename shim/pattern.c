@@ -115,7 +115,8 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
     }
     if (judge)
         penalize(l); /* before anything is evicted */
-    if (same_start >= AG_MAX_VARIANTS_PER_START && lru) {
+    if (same_start >= (l->shape_free_seeds ? AG_MAX_VARIANTS_PER_START_SHAPE_FREE : AG_MAX_VARIANTS_PER_START) &&
+        lru) {
         for (ag_variant_t **pp = &t->buckets[b]; *pp; pp = &(*pp)->next)
             if (*pp == lru) {
                 *pp = lru->next;
@@ -383,8 +384,8 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
         ag_learner_destroy(l);
         return -ENOMEM;
     }
-    l->seg_seed = SEG_SEED0;
-    l->content = CONTENT0;
+    l->seg_seed = l->seg_exact = SEG_SEED0;
+    l->content = l->shape_free = CONTENT0;
     l->seg_real = 1;
     l->check_every = PERIOD_CHECK;
     l->chunk_start = key_of(l);
@@ -511,10 +512,11 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v)
     return v->guarded;
 }
 
-int ag_learner_push(ag_learner_t *l, uint64_t sig)
+int ag_learner_push(ag_learner_t *l, uint64_t sig, uint64_t shape_free)
 {
     l->chunk_sigs[l->chunk_pos++] = sig;
     l->content = ag_mix(l->content, sig);
+    l->shape_free = (l->shape_free ^ shape_free) * 0x100000001b3ULL; /* in order; mixed at the barrier */
     l->seg_pos++;
     l->tick++; /* before the key is stamped with it: a chunk's end is len ticks after its start */
     if (l->watch_run)
@@ -570,10 +572,12 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     s->length = l->seg_pos;
     s->real_end = !virtual_;
     l->seg_real = !virtual_;
-    uint64_t seed = ag_mix(ag_mix(SEG_SEED0, l->content), virtual_ ? VIRTUAL_KIND : kind);
-    l->seg_after_repeat = l->seg_pos >= AHEAD_MIN_OPS && (s->repeats >= 2 || seed == l->seg_seed);
-    l->seg_seed = seed;
-    l->content = CONTENT0;
+    uint64_t bk = virtual_ ? VIRTUAL_KIND : kind;
+    uint64_t exact = ag_mix(ag_mix(SEG_SEED0, l->content), bk);
+    l->seg_after_repeat = l->seg_pos >= AHEAD_MIN_OPS && (s->repeats >= 2 || exact == l->seg_exact);
+    l->seg_seed = l->shape_free_seeds ? ag_mix(ag_mix(SEG_SEED0, l->shape_free), bk) : exact;
+    l->seg_exact = exact;
+    l->content = l->shape_free = CONTENT0;
     l->seg_pos = 0;
     l->chunk_pos = 0;
     l->chunk_start = key_of(l);

@@ -11,8 +11,11 @@
 #include <stdint.h>
 
 /* Variants kept per chunk start (the least recently seen one makes room): a batch padded to one of a few
- * sizes in no fixed order brings as many variants after the same start as there are sizes. */
+ * sizes in no fixed order brings as many variants after the same start as there are sizes. With
+ * shape-free seeds (ag_learner_t.shape_free_seeds), segments that differ only in their sizes share their
+ * successors' start too, and more are kept. */
 #define AG_MAX_VARIANTS_PER_START 16
+#define AG_MAX_VARIANTS_PER_START_SHAPE_FREE 64
 /* Candidates matched at once: where more may follow a start, the chunk's first operation chooses them. */
 #define AG_MAX_CANDIDATES 4
 #define AG_PERIOD_WINDOW 4096
@@ -183,7 +186,10 @@ typedef struct {
     uint64_t *ring;       /* last AG_PERIOD_WINDOW signatures, for period detection */
     /* position: key = mix(seg_seed, content) names "this point of the iteration" */
     uint64_t content;     /* hash of the operations since the segment's start, from a constant */
-    uint64_t seg_seed;    /* what came before: the previous segment's content and its barrier */
+    uint64_t shape_free;  /* the same over their shape-free signatures (ag_learner_push) */
+    uint64_t seg_seed;    /* what came before: the previous segment's content (or its shape-free content,
+                           * with shape_free_seeds) and its barrier */
+    uint64_t seg_exact;   /* the same from its content, sizes and all */
     uint64_t tick;
     uint64_t ring_total;
     uint32_t chunk_pos;   /* operations in the current chunk */
@@ -209,6 +215,7 @@ typedef struct {
                            * time is left eager (0: never) */
     uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
     uint8_t model_plans;   /* AUTOGRAPH_CHUNK_PLAN=model: timed segments get the modeled plan */
+    uint8_t shape_free_seeds; /* AUTOGRAPH_SEGMENT_KEY=shape_free: seg_seed from the shape-free content */
 
     /* period detection for loops without barriers (ring, ring_total and the period are above) */
     int32_t *prefix;       /* scratch for the prefix function */
@@ -265,10 +272,14 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
                     ag_variant_release_fn release, void *release_ctx);
 void ag_learner_destroy(ag_learner_t *l);
 
-/* Appends one operation. Returns 1 when the chunk plan closes the chunk after it (the caller then
+/* Appends one operation: its signature sig, and shape_free, the same without its shape (grid, block,
+ * sizes). Chunks are learned from the signatures. With shape_free_seeds, the point after a segment is
+ * named by its shape-free content (and its barrier): a segment that differs only in its sizes (a batch of
+ * another size) leaves the next one at the same point, and a batch padded to one of n sizes brings n
+ * variants there, not n times n. Returns 1 when the chunk plan closes the chunk after it (the caller then
  * calls ag_learner_close), 2 when a virtual barrier falls after it (call ag_learner_barrier with
  * virtual_=1), 0 otherwise. */
-AG_HOT int ag_learner_push(ag_learner_t *l, uint64_t sig);
+AG_HOT int ag_learner_push(ag_learner_t *l, uint64_t sig, uint64_t shape_free);
 
 /* Closes the current chunk at its planned size and starts the next. Returns the variant that now
  * describes the closed chunk (learned or re-seen), or NULL (out of memory). */

@@ -184,6 +184,15 @@ void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
 /* The calling thread exits: its scratch goes. */
 void ag_record_thread_exit(void);
 AG_HOT uint64_t ag_op_sig(const ag_op_t *o);
+/* An operation's signature without its shape (grid, block, shared memory, attributes, sizes): what it
+ * runs and where. The learner chains these to name the point after a segment (ag_learner_push), so that
+ * a batch of another size before it leaves that point where it was. */
+static inline uint64_t ag_op_shape_free(const ag_op_t *o)
+{
+    uint64_t what = o->kind == OP_KERNEL ? (uint64_t)(uintptr_t)o->f : (uint64_t)o->id;
+    return ((uint64_t)o->kind + 1) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)o->stream * 0xbf58476d1ce4e5b9ULL ^
+           what;
+}
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);
 /* Issues a record on `stream` as the application made it (kernel arguments from `arena`). */
