@@ -189,7 +189,6 @@ typedef struct {
     uint64_t shape_free;  /* the same over their shape-free signatures (ag_learner_push) */
     uint64_t seg_seed;    /* what came before: the previous segment's content (or its shape-free content,
                            * with shape_free_seeds) and its barrier */
-    uint64_t seg_exact;   /* the same from its content, sizes and all */
     uint64_t tick;
     uint64_t ring_total;
     uint32_t chunk_pos;   /* operations in the current chunk */
@@ -203,6 +202,7 @@ typedef struct {
                            * search that finds none (a loop that never repeats pays less and less) */
     uint32_t watch_run;   /* the CUPTI guard's current watch run (see gkeys), 0 while not watching */
     uint64_t chunk_start; /* key at the chunk's start */
+    uint64_t seg_exact;   /* seg_seed from the previous segment's content, sizes and all */
     uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
     uint8_t seg_after_repeat; /* the segment before it repeated: it ended as the last time it started
                                * there, or it started where it ends (the same segment back to back) */
