@@ -295,7 +295,7 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_);
 int ag_learner_candidates(ag_learner_t *l, ag_variant_t **out);
 
 /* At the chunk's start, before its first operation (signature sig) is pushed: those of the variants
- * ag_learner_candidates would give whose first operation is sig (the most recently seen first, at most
+ * ag_learner_candidates would give whose first operation is sig (the most recently learned first, at most
  * AG_MAX_CANDIDATES); returns how many. */
 int ag_learner_candidates_first(ag_learner_t *l, ag_variant_t **out, uint64_t sig);
 
