@@ -13,7 +13,9 @@
 #   bogus            AUTOGRAPH_CUPTI=bogus: one warning naming it, the default mode (learn)
 #   scope_off        AUTOGRAPH_SCOPE=off: learn mode opens no CUPTI; guard mode still observes
 #   never_repeats    a loop in which nothing repeats: learn mode warms CUPTI at cuInit (subscribed and
-#                    unsubscribed before any other driver call) and never attaches
+#                    unsubscribed before any other driver call) and never attaches (points named exactly,
+#                    AUTOGRAPH_SEGMENT_KEY=exact); named without sizes (shape_free) the copy read after each
+#                    sync repeats: it alone is held back and replayed, one window opens, no kernel replays
 #   own_graph        the same loop launching a graph of its own every iteration: the warm CUPTI is
 #                    finalized at the first one (it would slow each graph launch), before any window;
 #                    and a graph captured before the loop, never launched: finalized at the capture
@@ -228,12 +230,16 @@ timing_off)
     ;;
 never_repeats)
     plain p --no-unhooked --never-repeat
-    shim run -- --no-unhooked --never-repeat
+    shim run AUTOGRAPH_SEGMENT_KEY=exact -- --no-unhooked --never-repeat
     same p run
     expect run "c.get('mode') == 'learn' and c.get('state') == 'warm' and c.get('attaches') == 0"
     expect run "c.get('warmed') is True and c.get('finalizes') == 0"
     expect_fake run "subscribes == 1 and setups == 1 and costly == 0 and finalizes == 0"
     expect run "s['replay']['launches_deferred'] == 0"
+    shim sf AUTOGRAPH_SEGMENT_KEY=shape_free -- --no-unhooked --never-repeat
+    same p sf
+    expect sf "s['replay']['launches_replayed'] == 0 and c.get('attaches') <= 1"
+    expect sf "s['replay']['launches_deferred'] == s['replay']['blocking_copies_in_graphs'] <= 40"
     ;;
 detach)
     plain p --no-unhooked
