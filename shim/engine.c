@@ -1928,7 +1928,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.cupti_learning &&
         (E.ops - E.guarded_at >= ATTACH_WINDOW || __atomic_load_n(&g_window_close, __ATOMIC_RELAXED)))
         cupti_learning(0); /* the window guarded nothing new for a while, or another engine launches graphs */
-    int step = ag_learner_push(&E.learner, sig, ag_op_shape_free(o));
+    if (AG_UNLIKELY(E.learner.shape_free_seeds))
+        ag_learner_push_shape_free(&E.learner, ag_op_shape_free(o));
+    int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {
         /* a held-back launch, from the engine's entry to here (the learner included; one that completes
          * a chunk is counted in the replay's host time instead) */

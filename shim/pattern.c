@@ -512,11 +512,10 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v)
     return v->guarded;
 }
 
-int ag_learner_push(ag_learner_t *l, uint64_t sig, uint64_t shape_free)
+int ag_learner_push(ag_learner_t *l, uint64_t sig)
 {
     l->chunk_sigs[l->chunk_pos++] = sig;
     l->content = ag_mix(l->content, sig);
-    l->shape_free = (l->shape_free ^ shape_free) * 0x100000001b3ULL; /* in order; mixed at the barrier */
     l->seg_pos++;
     l->tick++; /* before the key is stamped with it: a chunk's end is len ticks after its start */
     if (l->watch_run)

@@ -186,7 +186,8 @@ typedef struct {
     uint64_t *ring;       /* last AG_PERIOD_WINDOW signatures, for period detection */
     /* position: key = mix(seg_seed, content) names "this point of the iteration" */
     uint64_t content;     /* hash of the operations since the segment's start, from a constant */
-    uint64_t shape_free;  /* the same over their shape-free signatures (ag_learner_push) */
+    uint64_t shape_free;  /* with shape_free_seeds, the same over their shape-free signatures
+                           * (ag_learner_push_shape_free) */
     uint64_t seg_seed;    /* what came before: the previous segment's content (or its shape-free content,
                            * with shape_free_seeds) and its barrier */
     uint64_t tick;
@@ -201,6 +202,8 @@ typedef struct {
     uint32_t check_every; /* operations between period searches while none is locked: doubles after each
                            * search that finds none (a loop that never repeats pays less and less) */
     uint32_t watch_run;   /* the CUPTI guard's current watch run (see gkeys), 0 while not watching */
+    uint8_t shape_free_seeds; /* AUTOGRAPH_SEGMENT_KEY=shape_free: seg_seed from the shape-free content
+                               * (read at every operation: here, in a hole of the second line) */
     uint64_t chunk_start; /* key at the chunk's start */
     uint64_t seg_exact;   /* seg_seed from the previous segment's content, sizes and all */
     uint8_t seg_real;     /* the segment started at a real barrier (or at the program's start) */
@@ -215,7 +218,6 @@ typedef struct {
                            * time is left eager (0: never) */
     uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
     uint8_t model_plans;   /* AUTOGRAPH_CHUNK_PLAN=model: timed segments get the modeled plan */
-    uint8_t shape_free_seeds; /* AUTOGRAPH_SEGMENT_KEY=shape_free: seg_seed from the shape-free content */
 
     /* period detection for loops without barriers (ring, ring_total and the period are above) */
     int32_t *prefix;       /* scratch for the prefix function */
@@ -272,14 +274,20 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
                     ag_variant_release_fn release, void *release_ctx);
 void ag_learner_destroy(ag_learner_t *l);
 
-/* Appends one operation: its signature sig, and shape_free, the same without its shape (grid, block,
- * sizes). Chunks are learned from the signatures. With shape_free_seeds, the point after a segment is
- * named by its shape-free content (and its barrier): a segment that differs only in its sizes (a batch of
- * another size) leaves the next one at the same point, and a batch padded to one of n sizes brings n
- * variants there, not n times n. Returns 1 when the chunk plan closes the chunk after it (the caller then
+/* Appends one operation. Returns 1 when the chunk plan closes the chunk after it (the caller then
  * calls ag_learner_close), 2 when a virtual barrier falls after it (call ag_learner_barrier with
  * virtual_=1), 0 otherwise. */
-AG_HOT int ag_learner_push(ag_learner_t *l, uint64_t sig, uint64_t shape_free);
+AG_HOT int ag_learner_push(ag_learner_t *l, uint64_t sig);
+
+/* With shape_free_seeds, before each ag_learner_push: the operation's signature without its shape (grid,
+ * block, sizes). The point after a segment is then named by its shape-free content (and its barrier): a
+ * segment that differs only in its sizes (a batch of another size) leaves the next one at the same point,
+ * and a batch padded to one of n sizes brings n variants there, not n times n. Without the flag nothing
+ * calls it, and no operation pays for it. */
+static inline void ag_learner_push_shape_free(ag_learner_t *l, uint64_t shape_free)
+{
+    l->shape_free = ag_mix(l->shape_free, shape_free);
+}
 
 /* Closes the current chunk at its planned size and starts the next. Returns the variant that now
  * describes the closed chunk (learned or re-seen), or NULL (out of memory). */

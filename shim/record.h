@@ -183,15 +183,23 @@ static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, cons
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
 /* The calling thread exits: its scratch goes. */
 void ag_record_thread_exit(void);
+/* Folds a word into a signature cheaply; ag_op_sig finishes with one full mix. The same_shape check of
+ * graph.c turns a rare collision into a fallback, so speed wins over strength here. */
+static inline uint64_t ag_sig_fold(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
 AG_HOT uint64_t ag_op_sig(const ag_op_t *o);
 /* An operation's signature without its shape (grid, block, shared memory, attributes, sizes): what it
- * runs and where. The learner chains these to name the point after a segment (ag_learner_push), so that
- * a batch of another size before it leaves that point where it was. */
+ * runs and where, folded as ag_op_sig begins. With AUTOGRAPH_SEGMENT_KEY=shape_free the learner chains
+ * these to name the point after a segment (ag_learner_push_shape_free), so that a batch of another size
+ * before it leaves that point where it was. */
 static inline uint64_t ag_op_shape_free(const ag_op_t *o)
 {
-    uint64_t what = o->kind == OP_KERNEL ? (uint64_t)(uintptr_t)o->f : (uint64_t)o->id;
-    return ((uint64_t)o->kind + 1) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)o->stream * 0xbf58476d1ce4e5b9ULL ^
-           what;
+    uint64_t h = ag_sig_fold((uint64_t)o->kind + 1, (uint64_t)(uintptr_t)o->stream);
+    return ag_sig_fold(h, o->kind == OP_KERNEL ? (uint64_t)(uintptr_t)o->f : (uint64_t)o->id);
 }
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);

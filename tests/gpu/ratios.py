@@ -3,7 +3,11 @@
   ab_runs(text), ab_summary(text): the in-process A/B (the workloads' "ab_step_us: shim S paused P" lines, one a run):
     paused over shim, the median over the runs, with the medians of each and every run's ratio.
   ratios.py multi DIR: tests/gpu/multi_diag.sh's per-run files (DIR/MODE.CFG, one steady_ms a line): for
-    each two-GPU mode, plain's median steady loop over the shim's and over CUPTI off's (above 1: faster)."""
+    each two-GPU mode, plain's median steady loop over the shim's and over CUPTI off's (above 1: faster).
+  ratios.py amp DIR STEPS SAME: run.sh's part amp (torch_amp.py runs of STEPS steps: DIR/a_plain.err,
+    a_all.err and a_all.json, a_ab.err; SAME: whether their outputs were identical): plain's median step
+    over the shim's, the in-process A/B, and what the shim's statistics say of the replay."""
+import json
 import os
 import re
 import statistics
@@ -47,7 +51,28 @@ def multi(d):
     return "; ".join(out)
 
 
+def amp(d, steps, same):
+    def med(name, key="step_us"):
+        with open(os.path.join(d, name)) as f:
+            return statistics.median(float(m) for m in re.findall(key + r": ([0-9.]+)", f.read()))
+    p, a = med("a_plain.err"), med("a_all.err")
+    with open(os.path.join(d, "a_all.json")) as f:
+        s = json.load(f)
+    with open(os.path.join(d, "a_ab.err")) as f:
+        ab = ab_summary(f.read()) or "A/B -"
+    r = s["replay"]
+    fb = {k: v for k, v in r["fallbacks"].items() if v}
+    return (f"median step: plain {p:.0f} us, the shim {a:.0f} us ({p / a:.3f}x) | in-process, blocks of 10 steps: "
+            f"{ab} | identical: {same} | replayed {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% of "
+            f"{s['launches'] / steps:.0f} launches a step | graphs built {r['graphs_built']}, variants {r['variants']} | "
+            f"fallbacks {fb or '-'} | probes {r['profit']} | {r['host_ns_per_match']:.0f} ns per matched launch "
+            f"(median {r['host_ns_per_match_median']:.0f})")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "multi":
-        sys.exit("usage: ratios.py multi DIR")
-    print(multi(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] == "multi":
+        print(multi(sys.argv[2]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "amp":
+        print(amp(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+    else:
+        sys.exit("usage: ratios.py multi DIR | ratios.py amp DIR STEPS SAME")

@@ -174,23 +174,7 @@ if want amp && python3 -c "import torch" 2>/dev/null; then
     done
     same=no
     cmp -s "$T/a_plain.out" "$T/a_all.out" && cmp -s "$T/a_plain.out" "$T/a_ab.out" && same=yes
-    amp_line=$(python3 - "$T" "$same" <<'PY'
-import json, re, statistics, sys
-sys.path.insert(0, "tests/gpu")
-from ratios import ab_summary
-d = sys.argv[1]
-def med(k, key="step_us"): return statistics.median(float(m) for m in re.findall(key + r': ([0-9.]+)', open(f"{d}/a_{k}.err").read()))
-p, a = med("plain"), med("all")
-s = json.load(open(f"{d}/a_all.json"))
-r = s["replay"]
-fb = {k: v for k, v in r["fallbacks"].items() if v}
-print(f"median step: plain {p:.0f} us, the shim {a:.0f} us ({p / a:.3f}x) | in-process, blocks of 10 steps: "
-      f"{ab_summary(open(f'{d}/a_ab.err').read()) or 'A/B -'} | identical: {sys.argv[2]} | replayed "
-      f"{100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% of {s['launches'] / 160:.0f} launches a step | "
-      f"graphs built {r['graphs_built']}, variants {r['variants']} | fallbacks {fb or '-'} | probes {r['profit']} | "
-      f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r['host_ns_per_match_median']:.0f})")
-PY
-)
+    amp_line=$(python3 tests/gpu/ratios.py amp "$T" 160 "$same")
 fi
 want amp && mark amp "$amp_line"
 

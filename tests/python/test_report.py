@@ -5,6 +5,7 @@ import argparse
 import contextlib
 import ctypes
 import io
+import json
 import os
 import py_compile
 import sys
@@ -115,5 +116,22 @@ with tempfile.TemporaryDirectory() as tmp:
                          text=True, check=True).stdout.strip()
 want = ("data-parallel 1.111x (plain 1000 ms, 900-1100; shim 900 ms; CUPTI off 0.800x; 2 runs); "
         "split - (no runs)")
+assert got == want, got
+# the `amp` part: plain's median step over the shim's, the A/B, the replay from the shim run's statistics
+with tempfile.TemporaryDirectory() as tmp:
+    files = {"a_plain.err": "step_us: 1500.0\nstep_us: 1300.0\nstep_us: 1400.0\n",
+             "a_all.err": "step_us: 1000.0\nstep_us: 1200.0\n",
+             "a_ab.err": "ab_step_us: shim 100.0 paused 120.0 blocks 12\n",
+             "a_all.json": json.dumps({"launches": 2000, "replay": {
+                 "launches_replayed": 1500, "graphs_built": 7, "variants": 9, "fallbacks": {"mismatch": 2, "stalled": 0},
+                 "profit": {"probes": 1}, "host_ns_per_match": 400.4, "host_ns_per_match_median": 300.0}})}
+    for name, text in files.items():
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+    got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "ratios.py"), "amp", tmp, "10", "yes"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+want = ("median step: plain 1400 us, the shim 1100 us (1.273x) | in-process, blocks of 10 steps: A/B 1.200x (shim "
+        "100 us, paused 120 us; runs 1.200) | identical: yes | replayed 75.0% of 200 launches a step | graphs built 7, "
+        "variants 9 | fallbacks {'mismatch': 2} | probes {'probes': 1} | 400 ns per matched launch (median 300)")
 assert got == want, got
 print("report.py helpers, tests/gpu/ratios.py and every workload's syntax: ok")

@@ -80,7 +80,9 @@ static void sim_op_sf(sim_t *s, uint64_t sig, uint64_t sf)
         if (!k)
             fail(s);
     }
-    int r = ag_learner_push(&s->l, sig, sf);
+    if (s->l.shape_free_seeds) /* as the engine calls them */
+        ag_learner_push_shape_free(&s->l, sf);
+    int r = ag_learner_push(&s->l, sig);
     if (r == 1 && s->nlens < 64)
         s->lens[s->nlens++] = s->l.chunk_pos;
     if (r == 1) {
@@ -532,7 +534,7 @@ static void test_rest(void)
 static uint64_t segment(ag_learner_t *l, uint64_t base, int n, uint64_t kind)
 {
     for (int i = 0; i < n; i++)
-        if (ag_learner_push(l, base + (uint64_t)i, base + (uint64_t)i) == 1)
+        if (ag_learner_push(l, base + (uint64_t)i) == 1)
             ag_learner_close(l);
     ag_learner_barrier(l, kind, 0);
     return l->seg_seed;
