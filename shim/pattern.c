@@ -597,7 +597,8 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 }
 
 /* The sightings variant v (of the chunk starting now) needs to be a candidate; 0 where it never is now
- * (ungraphable, or its segment GPU-bound: a graph cannot pay there, the GPU, not the host, sets the pace).
+ * (ungraphable, its segment GPU-bound: a graph cannot pay there, the GPU, not the host, sets the pace; or
+ * its segment one operation when it last ended).
  * One failure after a success costs nothing (another variant came this time, or noise); each further
  * failure without a success in between doubles the warm-up. A chunk that closed under a plan made for its
  * segment (from its timing), where that segment ended identically warm-up times in a row, was seen that
@@ -609,7 +610,9 @@ static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v)
     if (v->ungraphable)
         return 0;
     const ag_seglen_t *s = seglen_find(l, v->seg);
-    if (s && s->gpu_bound)
+    /* a segment of one operation (such as the copy of a result read right after each sync): its graph saves
+     * nothing, one call in and one graph launch out, and would open a CUPTI window for it */
+    if (s && (s->gpu_bound || s->length == 1))
         return 0;
     if (!v->fails && v->planned && l->chunk_planned && s && s->repeats >= l->warmup)
         return 1;

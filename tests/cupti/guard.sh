@@ -15,7 +15,8 @@
 #   never_repeats    a loop in which nothing repeats: learn mode warms CUPTI at cuInit (subscribed and
 #                    unsubscribed before any other driver call) and never attaches (points named exactly,
 #                    AUTOGRAPH_SEGMENT_KEY=exact); named without sizes (shape_free) the copy read after each
-#                    sync repeats: it alone is held back and replayed, one window opens, no kernel replays
+#                    sync repeats, but a segment of one operation is never graphed: nothing held back either (one
+#                    window may open, ahead of the kernels following that point, each seen once before)
 #   own_graph        the same loop launching a graph of its own every iteration: the warm CUPTI is
 #                    finalized at the first one (it would slow each graph launch), before any window;
 #                    and a graph captured before the loop, never launched: finalized at the capture
@@ -172,8 +173,9 @@ off)
     echo "ok: off: a late unhooked launch changes the output too"
     ;;
 learn_detaches)
-    plain p --no-unhooked
-    shim run AUTOGRAPH_CUPTI=learn -- --no-unhooked
+    # (60 iterations: replay is first sampled after 64 graph launches, 16 in a row)
+    plain p --no-unhooked --iters 60
+    shim run AUTOGRAPH_CUPTI=learn -- --no-unhooked --iters 60
     same p run
     expect run "c.get('mode') == 'learn' and c.get('attaches', 0) >= 1 and c.get('detaches', 0) >= 1"
     expect run "$replayed"
@@ -238,8 +240,7 @@ never_repeats)
     expect run "s['replay']['launches_deferred'] == 0"
     shim sf AUTOGRAPH_SEGMENT_KEY=shape_free -- --no-unhooked --never-repeat
     same p sf
-    expect sf "s['replay']['launches_replayed'] == 0 and c.get('attaches') <= 1"
-    expect sf "s['replay']['launches_deferred'] == s['replay']['blocking_copies_in_graphs'] <= 40"
+    expect sf "s['replay']['launches_deferred'] == 0 and c.get('attaches') <= 1"
     ;;
 detach)
     plain p --no-unhooked

@@ -62,11 +62,24 @@ def amp(d, steps, same):
         ab = ab_summary(f.read()) or "A/B -"
     r = s["replay"]
     fb = {k: v for k, v in r["fallbacks"].items() if v}
-    return (f"median step: plain {p:.0f} us, the shim {a:.0f} us ({p / a:.3f}x) | in-process, blocks of 10 steps: "
-            f"{ab} | identical: {same} | replayed {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% of "
-            f"{s['launches'] / steps:.0f} launches a step | graphs built {r['graphs_built']}, variants {r['variants']} | "
-            f"fallbacks {fb or '-'} | probes {r['profit']} | {r['host_ns_per_match']:.0f} ns per matched launch "
-            f"(median {r['host_ns_per_match_median']:.0f})")
+    line = (f"median step: plain {p:.0f} us, the shim {a:.0f} us ({p / a:.3f}x) | in-process, blocks of 10 steps: "
+            f"{ab} | identical: {same} | replayed {replayed(s)} of {s['launches'] / steps:.0f} launches a step | graphs "
+            f"built {r['graphs_built']}, variants {r['variants']} | fallbacks {fb or '-'} | probes {r['profit']} | "
+            f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r['host_ns_per_match_median']:.0f})")
+    # the shim with other settings (run.sh's AMP_ALT), where it ran
+    if os.path.exists(os.path.join(d, "a_alt.settings")):
+        with open(os.path.join(d, "a_alt.settings")) as f:
+            settings = f.read().strip()
+        with open(os.path.join(d, "a_alt.json")) as f:
+            t = json.load(f)
+        alt = med("a_alt.err")
+        line += (f" | with {settings}: {alt:.0f} us ({p / alt:.3f}x), replayed {replayed(t)}, graphs built "
+                 f"{t['replay']['graphs_built']}")
+    return line
+
+
+def replayed(s):
+    return f"{100.0 * s['replay']['launches_replayed'] / max(1, s['launches']):.1f}%"
 
 
 if __name__ == "__main__":

@@ -134,4 +134,15 @@ want = ("median step: plain 1400 us, the shim 1100 us (1.273x) | in-process, blo
         "100 us, paused 120 us; runs 1.200) | identical: yes | replayed 75.0% of 200 launches a step | graphs built 7, "
         "variants 9 | fallbacks {'mismatch': 2} | probes {'probes': 1} | 400 ns per matched launch (median 300)")
 assert got == want, got
+# ... and the shim with other settings (AMP_ALT), where it ran
+with tempfile.TemporaryDirectory() as tmp:
+    files["a_alt.settings"] = "AUTOGRAPH_SEGMENT_KEY=exact\n"
+    files["a_alt.err"] = "step_us: 1250.0\n"
+    files["a_alt.json"] = json.dumps({"launches": 2000, "replay": {"launches_replayed": 1000, "graphs_built": 30}})
+    for name, text in files.items():
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+    got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "ratios.py"), "amp", tmp, "10", "yes"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+assert got == want + " | with AUTOGRAPH_SEGMENT_KEY=exact: 1250 us (1.120x), replayed 50.0%, graphs built 30", got
 print("report.py helpers, tests/gpu/ratios.py and every workload's syntax: ok")
