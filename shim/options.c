@@ -82,15 +82,16 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "(the GPU still has work queued at the sync); so does one no timing found so whose "
                            "sync, replayed, waits over half the time the host took to issue it, three times "
                            "in a row."},
-    [AG_OPT_SEGMENT_KEY] = {"AUTOGRAPH_SEGMENT_KEY", AG_OPT_ENUM, "exact", "exact|shape_free",
+    [AG_OPT_SEGMENT_KEY] = {"AUTOGRAPH_SEGMENT_KEY", AG_OPT_ENUM, "shape_free", "exact|shape_free",
                             "How the point of the iteration after a sync is named, where the work that follows "
-                            "is learned. 'exact': by the work before it, sizes included. 'shape_free': by its "
-                            "kernels and copies without their grids and sizes, so that a batch of another size "
-                            "before a sync leaves the next step at the same point, and up to 64 variants are kept "
-                            "there: for loops whose batches come in several sizes in a random order (a loader "
-                            "padding to a few lengths) and whose loss is read through page-locked memory, as "
-                            "PyTorch's loss.item() reads it. Segments between syncs that differ only in their "
-                            "sizes then share one point (their chunk plans too)."},
+                            "is learned. 'shape_free': by the kernels and copies before it without their grids "
+                            "and sizes, so that a batch of another size before a sync leaves the next step at "
+                            "the same point, and up to 64 variants are kept there (loops whose batches come in "
+                            "several sizes in a random order, a loader padding to a few lengths, and whose loss "
+                            "is read through page-locked memory, as PyTorch's loss.item() reads it). Segments "
+                            "between syncs that differ only in their sizes share one point (their chunk plans "
+                            "too). 'exact': by the work before it, sizes included (n sizes bring n x n variants "
+                            "of what follows)."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
                            "Most CUDA graphs kept at once; the least recently launched one is destroyed "
                            "first."},

@@ -164,7 +164,7 @@ want torch && mark torch "$torch_line"
 # The PyTorch loop as users write it (torch_amp.py: fp16 autocast with GradScaler, accumulation, bucketed
 # micro-batch sizes, clipping, LR schedule, evaluation): AMP_REPS (3) interleaved runs of plain, the shim,
 # and the shim against itself paused in the one process (--ab 10), pinned as above; and, where AMP_ALT
-# (default AUTOGRAPH_SEGMENT_KEY=exact; empty: none) gives other settings, the shim with them too. Ratios
+# (default AUTOGRAPH_SEGMENT_KEY=exact, the other naming; empty: none) gives other settings, the shim with them. Ratios
 # of medians.
 amp_line="-"
 if want amp && python3 -c "import torch" 2>/dev/null; then

@@ -5,6 +5,8 @@
 #   TORCH_SETTINGS space-separated settings, each a comma-separated list of VAR=value for the shim runs
 #                  ("-" for the defaults; default: "- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off")
 #   REPS           interleaved repetitions (default 5); STEPS steps per run (default 200)
+#   TORCH_PY       the workload (default tests/python/torch_mlp.py; tests/python/torch_amp.py: the loop as
+#                  users write it, which has no hand-graph mode: that line stays empty)
 #   RT_LAYER=1     instead: the CUDA runtime's own layer of the step's launches (tests/gpu/rt_layer.c),
 #                  cudaLaunchKernel timed whole beside the shim passing through, which times the driver's
 #                  call alone; REPS runs, each run's numbers
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/../.."
 SETTINGS=${TORCH_SETTINGS:-- AUTOGRAPH_SCOPE=off AUTOGRAPH_CUPTI=off}
 STEPS=${STEPS:-200}
 T=$(mktemp -d)
-py=tests/python/torch_mlp.py
+py=${TORCH_PY:-tests/python/torch_mlp.py}
 if [ "${RT_LAYER:-0}" = 1 ]; then
     gcc -O2 -shared -fPIC -o "$T/rt_layer.so" tests/gpu/rt_layer.c -ldl || exit 1
     for rep in $(seq "${REPS:-5}"); do
@@ -48,7 +50,8 @@ PY
 fi
 for rep in $(seq "${REPS:-5}"); do
     python3 $py --steps "$STEPS" >"$T/plain.out" 2>>"$T/plain.err"
-    python3 $py --steps "$STEPS" --graph >/dev/null 2>>"$T/graph.err"
+    : >>"$T/graph.err"
+    [ "$py" = tests/python/torch_mlp.py ] && python3 $py --steps "$STEPS" --graph >/dev/null 2>>"$T/graph.err"
     n=0
     for setting in $SETTINGS; do
         n=$((n + 1))
@@ -84,6 +87,9 @@ for n, st in enumerate(settings, 1):
           f"{r['nodes_patched'] / steps:.1f} nodes patched {h['patch']:.0f} us, blocking-copy wait "
           f"{h['blocking_copy_wait']:.0f} us, reissue {h['eager_reissue']:.0f} us; {r['host_ns_per_match']:.0f} ns "
           f"per match; replayed {100.0 * r['launches_replayed'] / j['launches']:.1f}%")
+    print(f"    graphs: {r['graphs_built']} built ({h['graph_build']:.0f} us a step), {r['graphs_evicted']} evicted, "
+          f"{r['variants']} variants; chunks chosen by their first operation {r['chunks_chosen_by_first_op']}; "
+          f"fallbacks { {k: v for k, v in r['fallbacks'].items() if v} }")
     calls = sorted(j["calls"].items(), key=lambda kv: -kv[1])[:8]
     print("    calls per step: " + ", ".join(f"{k} {v / steps:.1f}" for k, v in calls))
 PY
