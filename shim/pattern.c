@@ -560,6 +560,20 @@ ag_variant_t *ag_learner_close(ag_learner_t *l)
  * host every iteration, between steps that never repeat): ag_learner_expects_unguarded. */
 #define AHEAD_MIN_OPS 4
 
+/* The variant of the one operation of a segment that ends now: recorded at the barrier, or closed by the
+ * plan before it (a segment known to be one operation long is planned as a chunk of one). */
+static ag_variant_t *single_op(ag_learner_t *l, ag_variant_t *v)
+{
+    if (v)
+        return v;
+    uint64_t start = ag_mix(l->seg_seed, CONTENT0), end = key_of(l);
+    ag_vtable_t *t = &l->table;
+    for (v = t->buckets[bucket_of(t, start)]; v; v = v->next)
+        if (v->start == start && v->end == end && v->len == 1)
+            return v;
+    return NULL;
+}
+
 ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 {
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
@@ -567,6 +581,14 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     s->used = ++l->segments_ended;
     int same = s->repeats && s->content == l->content && s->real_end == !virtual_; /* the content holds the length */
     s->repeats = same ? s->repeats + 1 : 1;
+    /* A segment of one operation, the same twice in a row (such as the copy of a result read right after
+     * each sync): never held back, its graph would save nothing (one call in, one graph launch out) and a
+     * CUPTI window would open for it. (One that comes now and then where other work follows the point
+     * otherwise, a metric read every few steps, is replayed: as one of the point's candidates it costs no
+     * fallback when it comes.) */
+    ag_variant_t *one = l->seg_pos == 1 && s->repeats >= 2 ? single_op(l, v) : NULL;
+    if (one)
+        one->ungraphable = 1;
     s->content = l->content;
     s->length = l->seg_pos;
     s->real_end = !virtual_;
@@ -597,8 +619,7 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 }
 
 /* The sightings variant v (of the chunk starting now) needs to be a candidate; 0 where it never is now
- * (ungraphable, its segment GPU-bound: a graph cannot pay there, the GPU, not the host, sets the pace; or
- * its segment one operation when it last ended).
+ * (ungraphable, or its segment GPU-bound: a graph cannot pay there, the GPU, not the host, sets the pace).
  * One failure after a success costs nothing (another variant came this time, or noise); each further
  * failure without a success in between doubles the warm-up. A chunk that closed under a plan made for its
  * segment (from its timing), where that segment ended identically warm-up times in a row, was seen that
@@ -610,9 +631,7 @@ static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v)
     if (v->ungraphable)
         return 0;
     const ag_seglen_t *s = seglen_find(l, v->seg);
-    /* a segment of one operation (such as the copy of a result read right after each sync): its graph saves
-     * nothing, one call in and one graph launch out, and would open a CUPTI window for it */
-    if (s && (s->gpu_bound || s->length == 1))
+    if (s && s->gpu_bound)
         return 0;
     if (!v->fails && v->planned && l->chunk_planned && s && s->repeats >= l->warmup)
         return 1;

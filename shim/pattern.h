@@ -26,7 +26,8 @@ typedef struct ag_variant {
     uint64_t end;            /* key after its last operation */
     uint32_t len;            /* operations */
     uint8_t ends_at_barrier; /* closed by a barrier (real or virtual) rather than by the chunk plan */
-    uint8_t ungraphable;     /* building or launching its graph failed: never defer it again */
+    uint8_t ungraphable;     /* the whole of a segment of one operation seen twice in a row, or building or
+                              * launching its graph failed: never defer it again */
     uint8_t guarded;         /* its operations were seen in one run of the CUPTI guard (ag_learner_guarded) */
     uint8_t planned;         /* it closed once while its segment's own plan (from its timing) cut it */
     uint32_t seen;           /* sightings since it was learned or last failed */

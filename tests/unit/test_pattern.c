@@ -17,6 +17,7 @@ typedef struct {
     int wide; /* more candidates than are matched at once: the chunk's first operation chooses */
     ag_variant_t *match[AG_MAX_CANDIDATES];
     long ops, replayed, fallbacks, chosen;
+    long replayed_single; /* chunks of one operation replayed */
     uint32_t lens[64]; /* lengths of the chunks closed since the last barrier */
     int nlens;
 } sim_t;
@@ -40,6 +41,7 @@ static void completed(sim_t *s, ag_variant_t *v)
     for (int i = 0; i < s->nmatch; i++)
         if (s->match[i] == v) {
             s->replayed += v->len;
+            s->replayed_single += v->len == 1;
             ag_learner_succeeded(v);
         }
 }
@@ -657,6 +659,44 @@ static void test_buckets(void)
     CHECK(buckets(24, 300, 1, 1, &fb, &chosen) > 0.6);
 }
 
+/* A segment of one operation the same twice in a row (the copy of a result read right after each sync) is
+ * never deferred: its graph would save nothing. One that comes every 4th step, where other work follows
+ * the same point otherwise (a metric read now and then), stays among the point's candidates: neither it
+ * nor the work that follows the point otherwise costs a fallback. */
+static void test_single_op_segment(void)
+{
+    sim_t s;
+    sim_init(&s, 64);
+    for (int it = 0; it < 40; it++) {
+        iteration(&s, 30, 0, 1);
+        kop(&s, 77, 0);
+        sim_op(&s, BARRIER);
+    }
+    printf("a copy after each sync: %ld of %ld operations replayed, %ld one-operation chunks\n", s.replayed, s.ops,
+           s.replayed_single);
+    CHECK(s.replayed_single == 0 && s.replayed >= 30 * 36 && s.fallbacks == 0);
+    ag_learner_destroy(&s.l);
+
+    long plain = 0;
+    for (int logging = 0; logging < 2; logging++) {
+        sim_init(&s, 64);
+        for (int it = 0; it < 80; it++) {
+            iteration(&s, 30, 0, 1);
+            if (logging && it % 4 == 0) {
+                kop(&s, 77, 0);
+                sim_op(&s, BARRIER);
+            }
+        }
+        printf("%s: %ld operations replayed, %ld fallbacks\n", logging ? "a metric read every 4th step" : "no metric",
+               s.replayed, s.fallbacks);
+        if (!logging)
+            plain = s.replayed;
+        else
+            CHECK(s.replayed >= plain - 4 * 30 && s.fallbacks <= 2);
+        ag_learner_destroy(&s.l);
+    }
+}
+
 static void test_window_ahead(void)
 {
     sim_t s;
@@ -722,6 +762,7 @@ int main(void)
     test_rest();
     test_seglen_collision();
     test_window_ahead();
+    test_single_op_segment();
     test_buckets();
 
     /* Period finder. */
