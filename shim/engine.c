@@ -1800,9 +1800,9 @@ static int tainted(uint64_t sig)
 }
 
 /* *sig_out: the operation's signature; for a kernel, computed by the caller before the lock and given
- * on entry. */
+ * on entry, with its shape-free signature (kernel_shape_free, ag_op_sig's by-product; 0 for the others). */
 AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0,
-                            uint64_t *sig_out, uint64_t *op_out)
+                            uint64_t *sig_out, uint64_t kernel_shape_free, uint64_t *op_out)
 {
     /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
      * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
@@ -1825,7 +1825,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
                 o->rec_idx = (int32_t)E.recs[i].pos;
     }
     uint32_t pos0 = E.learner.chunk_pos;
-    uint64_t sig = o->kind == OP_KERNEL ? *sig_out : ag_op_sig(o);
+    uint64_t shape_free = kernel_shape_free;
+    uint64_t sig = o->kind == OP_KERNEL ? *sig_out : ag_op_sig(o, &shape_free);
     *sig_out = sig;
     if (op_out)
         *op_out = E.ops;
@@ -1928,8 +1929,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.cupti_learning &&
         (E.ops - E.guarded_at >= ATTACH_WINDOW || __atomic_load_n(&g_window_close, __ATOMIC_RELAXED)))
         cupti_learning(0); /* the window guarded nothing new for a while, or another engine launches graphs */
-    if (AG_UNLIKELY(E.learner.shape_free_seeds))
-        ag_learner_push_shape_free(&E.learner, ag_op_shape_free(o));
+    if (E.learner.shape_free_seeds)
+        ag_learner_push_shape_free(&E.learner, shape_free);
     int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {
         /* a held-back launch, from the engine's entry to here (the learner included; one that completes
@@ -2300,7 +2301,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
             }
         }
     }
-    uint64_t sig = ok ? ag_op_sig(&o) : 0;
+    uint64_t shape_free = 0, sig = ok ? ag_op_sig(&o, &shape_free) : 0;
     prefetch_early(c->f);
     if (t0 && sample_phased)
         sample_ts[TS_RECORD] = ag_now_ns();
@@ -2319,7 +2320,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
         return eager_kernel(c);
     } else {
         uint64_t op;
-        if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig, &op)) {
+        if (!op_arrive(&o, (const void *const *)c->params, c->extra, t0, &sig, shape_free, &op)) {
             leave();
             uint64_t t1 = 0; /* on a sampled launch: the end of the engine's part, the driver's start */
             if (t0) {
@@ -2416,7 +2417,7 @@ static CUresult mem_common(const mcall_t *c)
         return eager(c);
     } else {
         uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
+        if (!op_arrive(&o, NULL, NULL, 0, &sig, 0, NULL)) {
             leave();
             return issue_now(eager, c, sig, 0, 0, 0);
         }
@@ -2566,7 +2567,7 @@ static CUresult event_common(const ecall_t *c, ag_op_kind_t kind)
         return eager_event(c);
     } else {
         uint64_t sig;
-        int held = op_arrive(&o, NULL, NULL, 0, &sig, NULL);
+        int held = op_arrive(&o, NULL, NULL, 0, &sig, 0, NULL);
         if (kind == OP_EVWAIT) /* in the program's order, held or not (ag_engine_event_destroy) */
             seg_add(E.seg_waits, &E.nseg_waits, c->ev);
         if (!held) {
@@ -2678,7 +2679,7 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
         o.src = c->src;
         o.n = c->n;
         uint64_t sig;
-        if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
+        if (!op_arrive(&o, NULL, NULL, 0, &sig, 0, NULL)) {
             leave();
             return issue_now(eager_d2h, c, sig, 0, 0, 0);
         }
@@ -2706,7 +2707,7 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
     E.copyout = NULL;
     /* Not held back: issued below, after the lock is left (it blocks until the GPU is done). */
     uint64_t sig;
-    op_arrive(&o, NULL, NULL, 0, &sig, NULL);
+    op_arrive(&o, NULL, NULL, 0, &sig, 0, NULL);
     tl_timed_op = 0; /* issued below, not through issue_now: its driver time (the GPU's wait) is not timed */
     tl_may_wait = 1;
     barrier(D2H_KIND, FB_BARRIER); /* the copy is observed by the host: it ends the segment */
@@ -2775,7 +2776,7 @@ static CUresult h2d_common(const hcall_t *c, int from)
     o.n = c->n;
     o.stage = pageable ? 0 : -1; /* the buffer is chosen when the copy is held back */
     uint64_t sig;
-    if (!op_arrive(&o, NULL, NULL, 0, &sig, NULL)) {
+    if (!op_arrive(&o, NULL, NULL, 0, &sig, 0, NULL)) {
         leave();
         return issue_now(eager_h2d, c, sig, 0, 0, 0);
     }

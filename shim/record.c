@@ -200,41 +200,51 @@ void ag_layouts_forget(void)
 
 /* ---- signatures ---- */
 
-uint64_t ag_op_sig(const ag_op_t *o)
+/* Folds a word into a signature cheaply; ag_op_sig finishes with one full mix. The same_shape check of
+ * graph.c turns a rare collision into a fallback, so speed wins over strength here. */
+static inline uint64_t fold(uint64_t h, uint64_t v)
 {
-    uint64_t h = ag_sig_fold((uint64_t)o->kind + 1, (uint64_t)(uintptr_t)o->stream);
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
+uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free)
+{
+    uint64_t h = fold((uint64_t)o->kind + 1, (uint64_t)(uintptr_t)o->stream);
     /* Kernels outside the switch: its jump table would be one more cold line at every launch. */
     if (o->kind == OP_KERNEL) {
-        h = ag_sig_fold(h, (uint64_t)(uintptr_t)o->f);
-        h = ag_sig_fold(h, (uint64_t)o->grid[0] | (uint64_t)o->grid[1] << 32);
-        h = ag_sig_fold(h, (uint64_t)o->grid[2] | (uint64_t)o->block[0] << 32);
-        h = ag_sig_fold(h, (uint64_t)o->block[1] | (uint64_t)o->block[2] << 32);
-        h = ag_sig_fold(h, (uint64_t)o->smem | (uint64_t)o->ex << 32 | (uint64_t)o->nattrs << 40);
+        h = fold(h, (uint64_t)(uintptr_t)o->f);
+        *shape_free = h;
+        h = fold(h, (uint64_t)o->grid[0] | (uint64_t)o->grid[1] << 32);
+        h = fold(h, (uint64_t)o->grid[2] | (uint64_t)o->block[0] << 32);
+        h = fold(h, (uint64_t)o->block[1] | (uint64_t)o->block[2] << 32);
+        h = fold(h, (uint64_t)o->smem | (uint64_t)o->ex << 32 | (uint64_t)o->nattrs << 40);
         for (unsigned i = 0; i < o->nattrs; i++) {
             const uint64_t *w = (const uint64_t *)&o->attrs[i];
             for (size_t k = 0; k < sizeof o->attrs[i] / 8; k++)
-                h = ag_sig_fold(h, w[k]);
+                h = fold(h, w[k]);
         }
         return ag_mix(h, 0);
     }
+    *shape_free = fold(h, (uint64_t)o->id);
     switch (o->kind) {
     case OP_MEMSET:
-        h = ag_sig_fold(h, (uint64_t)o->n ^ (uint64_t)o->elem << 56);
+        h = fold(h, (uint64_t)o->n ^ (uint64_t)o->elem << 56);
         break;
     case OP_COPY: /* the entry point too: a graph checks it (a device-to-device or a unified copy) */
-        h = ag_sig_fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40);
+        h = fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40);
         break;
     case OP_EVREC:
-        h = ag_sig_fold(h, (uint64_t)o->id);
+        h = fold(h, (uint64_t)o->id);
         break;
     case OP_EVWAIT:
-        h = ag_sig_fold(h, (uint64_t)o->flags | (uint64_t)(uint32_t)o->rec_idx << 32);
+        h = fold(h, (uint64_t)o->flags | (uint64_t)(uint32_t)o->rec_idx << 32);
         break;
     case OP_D2H:
-        h = ag_sig_fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40 ^ (uint64_t)(o->stage >= 0) << 63);
+        h = fold(h, (uint64_t)o->n ^ (uint64_t)o->id << 40 ^ (uint64_t)(o->stage >= 0) << 63);
         break;
     case OP_H2D:
-        h = ag_sig_fold(h, (uint64_t)o->n ^ (uint64_t)(o->stage >= 0) << 63);
+        h = fold(h, (uint64_t)o->n ^ (uint64_t)(o->stage >= 0) << 63);
         break;
     }
     return ag_mix(h, 0);

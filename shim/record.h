@@ -183,24 +183,12 @@ static inline void ag_args_copy(const ag_layout_t *lay, unsigned char *dst, cons
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
 /* The calling thread exits: its scratch goes. */
 void ag_record_thread_exit(void);
-/* Folds a word into a signature cheaply; ag_op_sig finishes with one full mix. The same_shape check of
- * graph.c turns a rare collision into a fallback, so speed wins over strength here. */
-static inline uint64_t ag_sig_fold(uint64_t h, uint64_t v)
-{
-    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
-    return h ^ (h >> 29);
-}
-
-AG_HOT uint64_t ag_op_sig(const ag_op_t *o);
-/* An operation's signature without its shape (grid, block, shared memory, attributes, sizes): what it
- * runs and where, folded as ag_op_sig begins. With AUTOGRAPH_SEGMENT_KEY=shape_free the learner chains
- * these to name the point after a segment (ag_learner_push_shape_free), so that a batch of another size
- * before it leaves that point where it was. */
-static inline uint64_t ag_op_shape_free(const ag_op_t *o)
-{
-    uint64_t h = ag_sig_fold((uint64_t)o->kind + 1, (uint64_t)(uintptr_t)o->stream);
-    return ag_sig_fold(h, o->kind == OP_KERNEL ? (uint64_t)(uintptr_t)o->f : (uint64_t)o->id);
-}
+/* An operation's signature (what it runs, where, and its shape: grid, block, shared memory, attributes,
+ * sizes), and in *shape_free the same without the shape: what runs and where, the fold the signature
+ * begins with. The learner chains the shape-free ones to name the point after a segment
+ * (AUTOGRAPH_SEGMENT_KEY=shape_free, ag_learner_push_shape_free), so that a batch of another size before
+ * it leaves that point where it was. */
+AG_HOT uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free);
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);
 /* Issues a record on `stream` as the application made it (kernel arguments from `arena`). */
