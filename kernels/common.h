@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <dlfcn.h>
+
 #include <cuda_runtime.h>
 
 #define CK(call)                                                                                   \
@@ -123,7 +125,64 @@ static double ag_half_mark_ms = -1.0;
 #define AG_ITER_MARKS 64
 static double ag_iter_ms[AG_ITER_MAX + 1];
 static long ag_iter_n = -1;
+/* AG_AB=B (a diagnostic, read once; under the shim): the loop compares the shim with itself paused, in one
+ * process, free of the spread between processes (a launch-bound loop's time moves by 10-40% from one run
+ * to the next on the GPU machine). From iteration AG_AB_WARM on, blocks of B iterations run with the engine
+ * and with it paused (its exported autograph_pause, found with dlsym: every call straight to the driver,
+ * as with AUTOGRAPH_SCOPE=off) in turn, switched as an iteration starts; ag_report_loop writes
+ * "ab_iter_us: shim <median> paused <median> blocks <n>" to stderr, the medians of the iterations' times
+ * (us) each way, each block's first iteration left out (it pays for the switch). Without the shim (no
+ * autograph_pause) it writes "ab_iter_us: no shim". */
+#define AG_AB_WARM 20
+static long ag_ab_block = -1, ag_ab_n[2], ag_ab_blocks;
+static double ag_ab_us[2][AG_ITER_MAX], ag_ab_last_ms = -1.0;
+static int ag_ab_side = -1; /* what the iteration under way runs as: 0 the shim, 1 paused (-1: not timed) */
+static int (*ag_ab_pause)(int);
+static inline void ag_ab_mark(long it) {
+  if (ag_ab_block < 0) {
+    const char *e = getenv("AG_AB");
+    ag_ab_block = e ? atol(e) : 0;
+    if (ag_ab_block < 0) ag_ab_block = 0;
+    if (ag_ab_block) *(void **)&ag_ab_pause = dlsym(RTLD_DEFAULT, "autograph_pause");
+  }
+  if (!ag_ab_block || !ag_ab_pause) return;
+  double now = ag_now_ms();
+  if (ag_ab_side >= 0 && ag_ab_n[ag_ab_side] < AG_ITER_MAX)
+    ag_ab_us[ag_ab_side][ag_ab_n[ag_ab_side]++] = (now - ag_ab_last_ms) * 1e3;
+  ag_ab_side = -1;
+  if (it < AG_AB_WARM) return;
+  long k = it - AG_AB_WARM, side = (k / ag_ab_block) % 2;
+  if (k % ag_ab_block == 0) { /* a block starts: switched now, its first iteration not timed */
+    ag_ab_pause((int)side);
+    ag_ab_blocks++;
+  } else {
+    ag_ab_side = (int)side;
+  }
+  ag_ab_last_ms = ag_now_ms();
+}
+static inline int ag_ab_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static inline double ag_ab_median(int side) {
+  long n = ag_ab_n[side];
+  if (!n) return 0.0;
+  qsort(ag_ab_us[side], (size_t)n, sizeof(double), ag_ab_cmp);
+  return n % 2 ? ag_ab_us[side][n / 2] : 0.5 * (ag_ab_us[side][n / 2 - 1] + ag_ab_us[side][n / 2]);
+}
+static inline void ag_ab_report(void) {
+  if (ag_ab_block <= 0) return;
+  if (!ag_ab_pause) {
+    fprintf(stderr, "ab_iter_us: no shim\n");
+    return;
+  }
+  ag_ab_mark(0); /* the last iteration's time */
+  ag_ab_pause(0);
+  fprintf(stderr, "ab_iter_us: shim %.1f paused %.1f blocks %ld\n", ag_ab_median(0), ag_ab_median(1), ag_ab_blocks);
+}
+
 static inline void ag_loop_mark(long it, long iters) {
+  ag_ab_mark(it);
   if (ag_iter_n < 0) {
     const char *e = getenv("AG_ITER_US");
     ag_iter_n = e ? atol(e) : 0;
@@ -135,6 +194,7 @@ static inline void ag_loop_mark(long it, long iters) {
 }
 static inline void ag_report_loop(double ms) {
   double end = ag_now_ms();
+  ag_ab_report();
   fprintf(stderr, "loop_ms: %.3f\n", ms);
   if (ag_half_mark_ms >= 0.0) fprintf(stderr, "steady_ms: %.3f\n", end - ag_half_mark_ms);
   if (ag_iter_n > 0) {

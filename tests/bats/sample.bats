@@ -28,6 +28,19 @@ setup() {
     fi
 }
 
+@test "$SAMPLE: paused and resumed every 5 iterations inside the run (AG_AB), identical output" {
+    # kernels/common.h AG_AB: from iteration 20 on, blocks of 5 with the engine and paused (autograph_pause)
+    # in turn; held work is issued at each pause and the engine picks the loop up again at each resume.
+    AG_AB=5 run_pair "$OUT" "$BIN/$SAMPLE" --iters 40
+    same_output "$OUT"
+    grep -qx "ab_iter_us: no shim" "$OUT/plain.err"
+    line=$(grep "^ab_iter_us: " "$OUT/shim.err")
+    echo "# $line" >&3
+    [[ "$line" =~ ^ab_iter_us:\ shim\ ([0-9.]+)\ paused\ ([0-9.]+)\ blocks\ 4$ ]]
+    python3 -c "import sys; sys.exit(not (float(sys.argv[1]) > 0 and float(sys.argv[2]) > 0))" \
+        "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+}
+
 @test "$SAMPLE: AUTOGRAPH_SCOPE=off is a pure pass-through" {
     AUTOGRAPH_SCOPE=off run_pair "$OUT" "$BIN/$SAMPLE" --iters 10
     same_output "$OUT"
