@@ -1929,7 +1929,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.cupti_learning &&
         (E.ops - E.guarded_at >= ATTACH_WINDOW || __atomic_load_n(&g_window_close, __ATOMIC_RELAXED)))
         cupti_learning(0); /* the window guarded nothing new for a while, or another engine launches graphs */
-    if (E.learner.shape_free_seeds)
+    /* a kernel a library picked by size leaves no trace: another batch size may bring another one, or one more */
+    if (E.learner.shape_free_seeds && !(o->kind == OP_KERNEL && o->layout->size_picked))
         ag_learner_push_shape_free(&E.learner, shape_free);
     int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {

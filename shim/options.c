@@ -85,8 +85,10 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_SEGMENT_KEY] = {"AUTOGRAPH_SEGMENT_KEY", AG_OPT_ENUM, "shape_free", "exact|shape_free",
                             "How the point of the iteration after a sync is named, where the work that follows "
                             "is learned. 'shape_free': by the kernels and copies before it without their grids "
-                            "and sizes, so that a batch of another size before a sync leaves the next step at "
-                            "the same point, and up to 64 variants are kept there (loops whose batches come in "
+                            "and sizes (and without the GEMM kernels a library picks by size: cuBLAS, "
+                            "cuBLASLt, CUTLASS, cuDNN, their split-K reductions), so that a batch of another "
+                            "size before a sync leaves the next step at the same point, and up to 64 variants "
+                            "are kept there (loops whose batches come in "
                             "several sizes in a random order, a loader padding to a few lengths, and whose loss "
                             "is read through page-locked memory, as PyTorch's loss.item() reads it). Segments "
                             "between syncs that differ only in their sizes share one point (their chunk plans "

@@ -64,6 +64,15 @@ static int is_nccl(const char *name)
     return name && (strstr(name, "ncclKernel") || strstr(name, "ncclDevKernel"));
 }
 
+int ag_kernel_size_picked(const char *name)
+{
+    static const char *const picked[] = {"gemm", "gemv", "nvjet", "xmma", "cutlass", "splitKreduce"};
+    for (size_t i = 0; name && i < sizeof picked / sizeof picked[0]; i++)
+        if (strstr(name, picked[i]))
+            return 1;
+    return 0;
+}
+
 /* Parameters arrive in offset order from the driver; anything else (overlaps, disorder) is treated as
  * having no usable layout (ag_args_copy relies on the order). */
 static int params_ordered(const uint32_t *off, const uint32_t *size, uint32_t n)
@@ -130,6 +139,7 @@ static ag_layout_t *layout_new(CUfunction f)
         l->nparams = n;
         l->total = total;
         l->no_defer = (uint8_t)no_defer;
+        l->size_picked = (uint8_t)ag_kernel_size_picked(name);
         for (uint32_t i = 0; i < n; i++) {
             l->p[i].off = offs[i];
             l->p[i].size = sizes[i];
@@ -140,8 +150,9 @@ static ag_layout_t *layout_new(CUfunction f)
             list[0] = 0;
             for (uint32_t i = 0; i < n && used + 24 < sizeof list; i++)
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%u:%u", i ? " " : "", offs[i], sizes[i]);
-            ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes (offset:size %s)%s", name ? name : "?",
-                   (void *)f, l->nparams, l->total, list, l->no_defer ? ", never deferred" : "");
+            ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes (offset:size %s)%s%s", name ? name : "?",
+                   (void *)f, l->nparams, l->total, list, l->no_defer ? ", never deferred" : "",
+                   l->size_picked ? ", picked by size" : "");
         }
     }
     free(offs);

@@ -33,6 +33,8 @@ typedef struct {
     uint32_t nparams;
     uint32_t total;   /* bytes from the first parameter to the end of the last */
     uint8_t no_defer; /* NCCL kernels, or no layout */
+    uint8_t size_picked; /* a library picked this kernel for the problem's size (a GEMM's tile shape, a split-K
+                          * reduction): no part of the shape-free signature (ag_kernel_size_picked) */
     struct {
         uint32_t off, size; /* in offset order, never overlapping (else no_defer) */
     } p[];
@@ -189,6 +191,10 @@ void ag_record_thread_exit(void);
  * (AUTOGRAPH_SEGMENT_KEY=shape_free, ag_learner_push_shape_free), so that a batch of another size before
  * it leaves that point where it was. */
 AG_HOT uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free);
+/* Whether a kernel's name is one a library picks by the problem's size (cuBLAS, cuBLASLt, CUTLASS and cuDNN
+ * GEMMs and GEMVs, their split-K reductions): another batch size brings another kernel, or one more, where
+ * the work is the same. */
+int ag_kernel_size_picked(const char *name);
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);
 /* Issues a record on `stream` as the application made it (kernel arguments from `arena`). */

@@ -217,6 +217,10 @@ int main(int argc, char **argv)
     fakecuda_register_kernel("mark", k_mark, 2, s7);
     size_t s8[] = {8, 8, 4};
     fakecuda_register_kernel("take", k_take, 3, s8);
+    /* buckets_gemm: a library's GEMM kernels, named as cuBLAS names them, picked by the batch's size */
+    fakecuda_register_kernel("sm90_xmma_gemm_f32f32_tile64", k_axpb, 5, s2);
+    fakecuda_register_kernel("sm90_xmma_gemm_f32f32_tile128", k_axpb, 5, s2);
+    fakecuda_register_kernel("splitKreduce_kernel", k_axpb, 5, s2);
     CK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
@@ -232,6 +236,10 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&big, mod, "big"));
     CK(cuModuleGetFunction(&acc, mod, "acc"));
     CK(cuModuleGetFunction(&markf, mod, "mark"));
+    CUfunction gemm64, gemm128, splitk;
+    CK(cuModuleGetFunction(&gemm64, mod, "sm90_xmma_gemm_f32f32_tile64"));
+    CK(cuModuleGetFunction(&gemm128, mod, "sm90_xmma_gemm_f32f32_tile128"));
+    CK(cuModuleGetFunction(&splitk, mod, "splitKreduce_kernel"));
     CUdeviceptr land;
     CK(cuMemAlloc(&land, 8 * N * sizeof(float)));
     CUdeviceptr buf[4], s;
@@ -410,7 +418,7 @@ int main(int argc, char **argv)
         /* Swapping buffers each iteration: arguments change, as with a caching allocator. */
         CUdeviceptr x = buf[it % 2], y = buf[2 + it % 2];
         int len = n;
-        unsigned grid = 1;
+        unsigned grid = 1, bucket = 0, nbuckets = 1;
         if (strcmp(which, "random") == 0) /* shapes that never repeat: nothing to replay */
             grid = 1 + (unsigned)((it * 7919u) % 61u) + (unsigned)it * 64u;
         if (strcmp(which, "shape") == 0) { /* the batch changes every 4 iterations, back and forth */
@@ -430,6 +438,18 @@ int main(int argc, char **argv)
             unsigned bk = (rng >> 16) % nb;
             grid = 1 + bk;
             len = (int)((unsigned)N * (bk + 1) / nb);
+            bucket = bk, nbuckets = nb;
+        }
+        if (strcmp(which, "buckets_gemm") == 0) {
+            /* the step's GEMM as a library picks it: the small tile and a split-K reduction for the smaller
+             * half of the buckets, the large tile for the others (on the H200 cuBLAS's choice of kernel moves
+             * with the batch's size) */
+            int small = bucket < nbuckets / 2;
+            float a = 1.0f, b = 0.0f;
+            void *p[] = {&y, &x, &a, &b, &len};
+            CK(launch(small ? gemm64 : gemm128, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            if (small)
+                CK(launch(splitk, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
         }
         if (two || legacyside) { /* fork: the side stream scales buffer 3 while the main stream works on x and y */
             CK(cuEventRecord(fork, stream));
@@ -636,8 +656,8 @@ int main(int argc, char **argv)
             float loss;
             if (pt)
                 CK(evrec(pt_ev, stream));
-            static float *ploss; /* buckets_pinned: a page-locked copy, held back with the launches */
-            if (!ploss && strcmp(which, "buckets_pinned") == 0)
+            static float *ploss; /* buckets_pinned, buckets_gemm: a page-locked copy, held back with the launches */
+            if (!ploss && (strcmp(which, "buckets_pinned") == 0 || strcmp(which, "buckets_gemm") == 0))
                 CK(cuMemAllocHost((void **)&ploss, sizeof *ploss));
             CK(copy_dh(ploss ? ploss : &loss, s, sizeof loss, stream));
             CK(cuStreamSynchronize(stream));
