@@ -3,6 +3,7 @@
  * backoff for variants that fail, and a period detector (prefix function) for loops without barriers. */
 #include "pattern.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -737,4 +738,42 @@ uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint64_t content, uint32_t 
     r->rests++;
     r->rested += n;
     return n;
+}
+
+static uint64_t fnv_bytes(uint64_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t ag_name_family(const char *name)
+{
+    static const char *const picked[] = {"gemm", "gemv", "nvjet", "xmma", "cutlass", "splitKreduce"};
+    for (size_t i = 0; i < sizeof picked / sizeof picked[0]; i++)
+        if (strstr(name, picked[i]))
+            return 0;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    size_t len = strlen(name);
+    /* An Itanium-mangled name: _Z, N for a nested name, then its parts, each its length and its characters
+     * (_GLOBAL__N_1 for an anonymous namespace), up to what follows them: I for template arguments, E for the
+     * nested name's end, the parameters' types. Anything else (std:: abbreviations, operators) is taken whole. */
+    const char *p = name;
+    int parts = 0;
+    if (strncmp(p, "_Z", 2) == 0) {
+        p += 2 + (p[2] == 'N');
+        while (isdigit((unsigned char)*p)) {
+            char *end;
+            unsigned long n = strtoul(p, &end, 10);
+            if (n == 0 || n > (size_t)(name + len - end))
+                break;
+            h = fnv_bytes(h, end, n);
+            h = fnv_bytes(h, "::", 2);
+            p = end + n;
+            parts++;
+        }
+    }
+    if (!parts)
+        h = fnv_bytes(h, name, len);
+    return h ? h : 1;
 }

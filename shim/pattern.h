@@ -407,6 +407,17 @@ typedef struct {
  * never rest. */
 uint32_t ag_rest_segment(ag_rest_t *r, int repeated, uint64_t content, uint32_t after);
 
+/* What a kernel is without its size, for the shape-free signature (AUTOGRAPH_SEGMENT_KEY=shape_free), from
+ * its name as the driver gives it (cuFuncGetName, cuKernelGetName: mangled): the hash of the name without
+ * its template arguments and parameters (PyTorch instantiates one kernel template with other tile sizes for
+ * another batch size: LayerNorm's backward GammaBetaBackwardCUDAKernelTemplate<float, float, 32, 32, 256>
+ * for 224 rows and more, <..., 32, 16, 128> below on the H200), or 0 for a kernel a library picks by the
+ * problem's size whatever its name says (cuBLAS's nvjet kernels, which carry the tile in the name,
+ * cuBLAS/cuBLASLt/CUTLASS/cuDNN GEMMs and GEMVs, split-K reductions: another size may bring another kernel,
+ * or one more), which leaves no trace. A name that is not a mangled function name (extern "C") is taken
+ * whole. Never 0 otherwise. */
+uint64_t ag_name_family(const char *name);
+
 /* Smallest period of s[0..n) (n if none): exposed for the unit tests. */
 uint32_t ag_smallest_period(const uint64_t *s, uint32_t n, int32_t *scratch);
 

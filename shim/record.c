@@ -64,15 +64,6 @@ static int is_nccl(const char *name)
     return name && (strstr(name, "ncclKernel") || strstr(name, "ncclDevKernel"));
 }
 
-int ag_kernel_size_picked(const char *name)
-{
-    static const char *const picked[] = {"gemm", "gemv", "nvjet", "xmma", "cutlass", "splitKreduce"};
-    for (size_t i = 0; name && i < sizeof picked / sizeof picked[0]; i++)
-        if (strstr(name, picked[i]))
-            return 1;
-    return 0;
-}
-
 /* Parameters arrive in offset order from the driver; anything else (overlaps, disorder) is treated as
  * having no usable layout (ag_args_copy relies on the order). */
 static int params_ordered(const uint32_t *off, const uint32_t *size, uint32_t n)
@@ -139,7 +130,7 @@ static ag_layout_t *layout_new(CUfunction f)
         l->nparams = n;
         l->total = total;
         l->no_defer = (uint8_t)no_defer;
-        l->size_picked = (uint8_t)ag_kernel_size_picked(name);
+        l->family = name ? ag_name_family(name) : ag_mix(0x6e6f6e616d65ULL, (uint64_t)(uintptr_t)f) | 1;
         for (uint32_t i = 0; i < n; i++) {
             l->p[i].off = offs[i];
             l->p[i].size = sizes[i];
@@ -152,7 +143,7 @@ static ag_layout_t *layout_new(CUfunction f)
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%u:%u", i ? " " : "", offs[i], sizes[i]);
             ag_log(AG_LOG_TRACE, "layout of %s (%p): %u parameters, %u bytes (offset:size %s)%s%s", name ? name : "?",
                    (void *)f, l->nparams, l->total, list, l->no_defer ? ", never deferred" : "",
-                   l->size_picked ? ", picked by size" : "");
+                   l->family ? "" : ", picked by size");
         }
     }
     free(offs);
@@ -224,8 +215,8 @@ uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free)
     uint64_t h = fold((uint64_t)o->kind + 1, (uint64_t)(uintptr_t)o->stream);
     /* Kernels outside the switch: its jump table would be one more cold line at every launch. */
     if (o->kind == OP_KERNEL) {
-        h = fold(h, (uint64_t)(uintptr_t)o->f);
         *shape_free = h;
+        h = fold(h, (uint64_t)(uintptr_t)o->f);
         h = fold(h, (uint64_t)o->grid[0] | (uint64_t)o->grid[1] << 32);
         h = fold(h, (uint64_t)o->grid[2] | (uint64_t)o->block[0] << 32);
         h = fold(h, (uint64_t)o->block[1] | (uint64_t)o->block[2] << 32);

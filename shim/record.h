@@ -30,11 +30,11 @@ extern ag_drv_t ag_drv;
  * cold at every launch when an interpreter runs in between). */
 typedef struct {
     const void *handle;
+    uint64_t family; /* what the kernel is without its size, the shape-free signature's part (ag_name_family of
+                      * its name, its handle where it has none; 0: a kernel a library picks by size) */
     uint32_t nparams;
     uint32_t total;   /* bytes from the first parameter to the end of the last */
     uint8_t no_defer; /* NCCL kernels, or no layout */
-    uint8_t size_picked; /* a library picked this kernel for the problem's size (a GEMM's tile shape, a split-K
-                          * reduction): no part of the shape-free signature (ag_kernel_size_picked) */
     struct {
         uint32_t off, size; /* in offset order, never overlapping (else no_defer) */
     } p[];
@@ -186,15 +186,12 @@ void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
 /* The calling thread exits: its scratch goes. */
 void ag_record_thread_exit(void);
 /* An operation's signature (what it runs, where, and its shape: grid, block, shared memory, attributes,
- * sizes), and in *shape_free the same without the shape: what runs and where, the fold the signature
- * begins with. The learner chains the shape-free ones to name the point after a segment
- * (AUTOGRAPH_SEGMENT_KEY=shape_free, ag_learner_push_shape_free), so that a batch of another size before
- * it leaves that point where it was. */
+ * sizes), and in *shape_free the same without the shape: what kind of operation and where, the fold the
+ * signature begins with (for a kernel the caller adds what it runs, its layout's family: a template
+ * instantiated with other tile sizes for another size is the same kernel there). The learner chains the
+ * shape-free ones to name the point after a segment (AUTOGRAPH_SEGMENT_KEY=shape_free,
+ * ag_learner_push_shape_free), so that a batch of another size before it leaves that point where it was. */
 AG_HOT uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free);
-/* Whether a kernel's name is one a library picks by the problem's size (cuBLAS, cuBLASLt, CUTLASS and cuDNN
- * GEMMs and GEMVs, their split-K reductions): another batch size brings another kernel, or one more, where
- * the work is the same. */
-int ag_kernel_size_picked(const char *name);
 /* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);
 /* Issues a record on `stream` as the application made it (kernel arguments from `arena`). */

@@ -221,6 +221,10 @@ int main(int argc, char **argv)
     fakecuda_register_kernel("sm90_xmma_gemm_f32f32_tile64", k_axpb, 5, s2);
     fakecuda_register_kernel("sm90_xmma_gemm_f32f32_tile128", k_axpb, 5, s2);
     fakecuda_register_kernel("splitKreduce_kernel", k_axpb, 5, s2);
+    /* ... and a template instantiated with other tile sizes for smaller batches, its names mangled as the
+     * driver gives them (engine::(anonymous namespace)::norm_grad<float, 32u, 256u> and <float, 16u, 128u>) */
+    fakecuda_register_kernel("_ZN6engine12_GLOBAL__N_19norm_gradIfLj32ELj256EEEvPfPKfffi", k_axpb, 5, s2);
+    fakecuda_register_kernel("_ZN6engine12_GLOBAL__N_19norm_gradIfLj16ELj128EEEvPfPKfffi", k_axpb, 5, s2);
     CK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
@@ -240,6 +244,9 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&gemm64, mod, "sm90_xmma_gemm_f32f32_tile64"));
     CK(cuModuleGetFunction(&gemm128, mod, "sm90_xmma_gemm_f32f32_tile128"));
     CK(cuModuleGetFunction(&splitk, mod, "splitKreduce_kernel"));
+    CUfunction norm256, norm128;
+    CK(cuModuleGetFunction(&norm256, mod, "_ZN6engine12_GLOBAL__N_19norm_gradIfLj32ELj256EEEvPfPKfffi"));
+    CK(cuModuleGetFunction(&norm128, mod, "_ZN6engine12_GLOBAL__N_19norm_gradIfLj16ELj128EEEvPfPKfffi"));
     CUdeviceptr land;
     CK(cuMemAlloc(&land, 8 * N * sizeof(float)));
     CUdeviceptr buf[4], s;
@@ -443,13 +450,15 @@ int main(int argc, char **argv)
         if (strcmp(which, "buckets_gemm") == 0) {
             /* the step's GEMM as a library picks it: the small tile and a split-K reduction for the smaller
              * half of the buckets, the large tile for the others (on the H200 cuBLAS's choice of kernel moves
-             * with the batch's size) */
+             * with the batch's size, and so does the instantiation of LayerNorm's backward in PyTorch) */
             int small = bucket < nbuckets / 2;
             float a = 1.0f, b = 0.0f;
             void *p[] = {&y, &x, &a, &b, &len};
             CK(launch(small ? gemm64 : gemm128, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             if (small)
                 CK(launch(splitk, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            /* the smallest third of the buckets: the template with the smaller tiles */
+            CK(launch(bucket < nbuckets / 3 ? norm128 : norm256, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
         }
         if (two || legacyside) { /* fork: the side stream scales buffer 3 while the main stream works on x and y */
             CK(cuEventRecord(fork, stream));

@@ -752,9 +752,38 @@ static void test_window_ahead(void)
     ag_learner_destroy(&s.l);
 }
 
+/* A kernel's family (the shape-free signature's part): one template with other arguments is one family; the
+ * kernels a library picks by size are none (0); names that are not mangled function names count whole. */
+static void test_name_family(void)
+{
+    const char *gb32 = "_ZN2at6native12_GLOBAL__N_135GammaBetaBackwardCUDAKernelTemplateIffLj32ELj32ELj256ELb0ELb1ELb0EEEvllPKT_"
+                       "S5_PKT0_S8_PS3_S9_",
+               *gb16 = "_ZN2at6native12_GLOBAL__N_135GammaBetaBackwardCUDAKernelTemplateIffLj32ELj16ELj128ELb0ELb1ELb0EEEvllPKT_"
+                       "S5_PKT0_S8_PS3_S9_",
+               *ln = "_ZN2at6native12_GLOBAL__N_128vectorized_layer_norm_kernelIffLb0EEEviT0_PKT_S6_S6_PS3_S7_S8_";
+    CHECK(ag_name_family(gb32) == ag_name_family(gb16));
+    CHECK(ag_name_family(gb32) != 0 && ag_name_family(gb32) != ag_name_family(ln));
+    /* the parameters count no more than the template arguments; another namespace is another family */
+    CHECK(ag_name_family("_ZN3foo3barIiEEvPf") == ag_name_family("_ZN3foo3barIfEEvPd"));
+    CHECK(ag_name_family("_ZN3foo3barIiEEvPf") != ag_name_family("_ZN3baz3barIiEEvPf"));
+    CHECK(ag_name_family("_Z4axpbPfPKfffi") == ag_name_family("_Z4axpbPdPKdddi"));
+    CHECK(ag_name_family("_Z4axpbPfPKfffi") != ag_name_family("_Z4axpcPfPKfffi"));
+    /* extern "C" names, std:: abbreviations and a length past the end count whole */
+    CHECK(ag_name_family("axpb") != ag_name_family("axpc") && ag_name_family("axpb") != 0);
+    CHECK(ag_name_family("_ZNSt3fooIiEEvv") != ag_name_family("_ZNSt3fooIfEEvv"));
+    CHECK(ag_name_family("_Z99ab") != ag_name_family("_Z99ac"));
+    /* picked by the problem's size: cuBLAS's nvjet kernels, GEMMs, CUTLASS, split-K reductions */
+    CHECK(ag_name_family("nvjet_sm90_hsh_64x24_64x16_2x4_h_bz_bias_TNT") == 0);
+    CHECK(ag_name_family("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64") == 0);
+    CHECK(ag_name_family("_ZN7cutlass6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE") == 0);
+    CHECK(ag_name_family("_Z19splitKreduce_kernelILi32ELi16EifffEv18cublasSplitKParamsIT2_E") == 0);
+}
+
 int main(void)
 {
     sim_t s;
+
+    test_name_family();
 
     test_plan_model();
     test_plan_learner();
