@@ -132,10 +132,16 @@ static long ag_iter_n = -1;
  * as with AUTOGRAPH_SCOPE=off) in turn, switched as an iteration starts; ag_report_loop writes
  * "ab_iter_us: shim <median> paused <median> blocks <n>" to stderr, the medians of the iterations' times
  * (us) each way, each block's first iteration left out (it pays for the switch). Without the shim (no
- * autograph_pause) it writes "ab_iter_us: no shim". */
+ * autograph_pause) it writes "ab_iter_us: no shim". A loop whose iterations differ in their work gives
+ * each its weight (ag_ab_weight, during the iteration: never_repeat's kernel count), and the medians are
+ * of time per unit of weight: the two sides see other iterations, and with the same seed in every run
+ * their medians of whole iterations differed by 3% in the same direction each time. */
 #define AG_AB_WARM 20
 static long ag_ab_block = -1, ag_ab_n[2], ag_ab_blocks;
-static double ag_ab_us[2][AG_ITER_MAX], ag_ab_last_ms = -1.0;
+static double ag_ab_us[2][AG_ITER_MAX], ag_ab_last_ms = -1.0, ag_ab_w = 1.0;
+static inline void ag_ab_weight(double w) {
+  if (w > 0.0) ag_ab_w = w;
+}
 static int ag_ab_side = -1; /* what the iteration under way runs as: 0 the shim, 1 paused (-1: not timed) */
 static int (*ag_ab_pause)(int);
 static inline void ag_ab_mark(long it) {
@@ -148,8 +154,9 @@ static inline void ag_ab_mark(long it) {
   if (!ag_ab_block || !ag_ab_pause) return;
   double now = ag_now_ms();
   if (ag_ab_side >= 0 && ag_ab_n[ag_ab_side] < AG_ITER_MAX)
-    ag_ab_us[ag_ab_side][ag_ab_n[ag_ab_side]++] = (now - ag_ab_last_ms) * 1e3;
+    ag_ab_us[ag_ab_side][ag_ab_n[ag_ab_side]++] = (now - ag_ab_last_ms) * 1e3 / ag_ab_w;
   ag_ab_side = -1;
+  ag_ab_w = 1.0;
   if (it < AG_AB_WARM) return;
   long k = it - AG_AB_WARM, side = (k / ag_ab_block) % 2;
   if (k % ag_ab_block == 0) { /* a block starts: switched now, its first iteration not timed */
@@ -178,7 +185,7 @@ static inline void ag_ab_report(void) {
   }
   ag_ab_mark(0); /* the last iteration's time */
   ag_ab_pause(0);
-  fprintf(stderr, "ab_iter_us: shim %.1f paused %.1f blocks %ld\n", ag_ab_median(0), ag_ab_median(1), ag_ab_blocks);
+  fprintf(stderr, "ab_iter_us: shim %.3f paused %.3f blocks %ld\n", ag_ab_median(0), ag_ab_median(1), ag_ab_blocks);
 }
 
 static inline void ag_loop_mark(long it, long iters) {

@@ -39,6 +39,7 @@ int main(int argc, char **argv) {
     ag_loop_mark(it, args.iters);
     /* 150 to 250 kernels, each over a length that is new for this iteration */
     long kernels = 150 + (long)(ag_splitmix64(&rng) % 101);
+    ag_ab_weight((double)kernels); /* AG_AB: time per kernel */
     for (long k = 0; k < kernels; k++) {
       int n = 1024 + (int)(ag_splitmix64(&rng) % (N - 1024));
       int grid = ag_blocks(n, THREADS);

@@ -404,10 +404,12 @@ for i in 1 2 3 4 5 6 7 8 9; do
     loop_ms "$T/nr_coff" "$SHIM" AUTOGRAPH_CUPTI=off "$BUILD/bin/never_repeat"
 done
 # and the shim against itself paused inside one process (kernels/common.h AG_AB): blocks of 10 iterations
-# each way in turn, free of the spread between processes that the loop times above carry
+# each way in turn, free of the spread between processes that the loop times above carry; medians of the
+# time per kernel (the iterations' kernel counts differ), a seed of its own each run
 : >"$T/nr_ab"
-for i in 1 2 3; do
-    env "$SHIM" AG_AB=10 "$BUILD/bin/never_repeat" --iters 600 2>&1 >/dev/null | sed -n 's/^ab_iter_us: //p' >>"$T/nr_ab"
+for i in 1 2 3 4 5; do
+    env "$SHIM" AG_AB=10 "$BUILD/bin/never_repeat" --iters 600 --seed "$i" 2>&1 >/dev/null |
+        sed -n 's/^ab_iter_us: //p' >>"$T/nr_ab"
 done
 nr_line=$(python3 - "$T" <<'PY'
 import json, re, statistics, sys
@@ -433,7 +435,7 @@ else:
 ab = [(float(a), float(b)) for a, b in re.findall(r"shim ([0-9.]+) paused ([0-9.]+)", open(f"{d}/nr_ab").read())]
 if ab:
     print(f"| in one process (AG_AB=10, {len(ab)} runs): the shim {statistics.median(a / b for a, b in ab):.4f}x of "
-          f"itself paused (" + ", ".join(f"{a:.0f}/{b:.0f} us" for a, b in ab) + ")")
+          f"itself paused, a kernel's share of an iteration (" + ", ".join(f"{a:.3f}/{b:.3f} us" for a, b in ab) + ")")
 else:
     print("| in one process: no ab_iter_us")
 PY
