@@ -409,11 +409,87 @@ int main(int argc, char **argv)
         while (!__atomic_load_n(&obs.ready, __ATOMIC_ACQUIRE))
             ;
     }
+    /* amp: tests/python/torch_amp.py's step in outline. Two micro-batches, each of one of six sizes in a
+     * seeded random order (a forward and a backward of 6 layers: a GEMM as cuBLAS picks it by size, the
+     * LayerNorm backward's template as PyTorch instantiates it by size, elementwise kernels; the second
+     * micro-batch accumulates its gradients with other kernels), each ending with its loss read through
+     * page-locked memory and a sync (loss.item()); then the optimizer step: the gradients unscaled and
+     * checked, the result read (found_inf), the update unless the step is skipped (one in seven), the
+     * learning rate by value, the scale read; an evaluation every 10 steps. */
+    int amp = strcmp(which, "amp") == 0;
+    for (int it = 0; amp && it < iters; it++) {
+        static float *pin;
+        static unsigned rng = 777u;
+        if (!pin)
+            CK(cuMemAllocHost((void **)&pin, 8 * sizeof *pin));
+        float a = 0.999f, b = 0.001f;
+        for (int mb = 0; mb < 2; mb++) {
+            rng = rng * 1103515245u + 12345u;
+            unsigned bk = (rng >> 16) % 6, grid = 1 + bk;
+            int len = (int)((unsigned)N * (bk + 1) / 6), gl = N;
+            CUdeviceptr x = buf[0], y = buf[1], g = buf[2], t = buf[3];
+            for (int l = 0; l < 6; l++) { /* forward */
+                void *p[] = {&y, &x, &a, &b, &len}, *q[] = {&x, &y, &a, &b, &len};
+                CK(launch(bk < 3 ? gemm64 : gemm128, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+                CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+                CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            }
+            for (int l = 0; l < 6; l++) { /* backward */
+                void *p[] = {&t, &y, &a, &b, &len}, *q[] = {&y, &t, &a, &b, &len};
+                CK(launch(bk < 3 ? gemm64 : gemm128, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+                CK(launch(bk < 2 ? norm128 : norm256, grid, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+                CK(launch(bk < 3 ? gemm64 : gemm128, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+                if (mb == 0) { /* fresh gradients */
+                    void *w[] = {&g, &t, &a, &b, &gl};
+                    CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, w, NULL));
+                } else { /* accumulated */
+                    void *w[] = {&g, &t, &gl};
+                    CK(launch(acc, 1, 1, 1, 32, 1, 1, 0, stream, w, NULL));
+                }
+            }
+            CK(copy_dh(&pin[mb], y, sizeof *pin, stream));
+            CK(cuStreamSynchronize(stream));
+            h = fc_prog_fnv(h, &pin[mb], sizeof *pin);
+        }
+        CUdeviceptr g = buf[2], w = buf[3];
+        int gl = N;
+        for (int k = 0; k < 4; k++) { /* unscale, the overflow check */
+            void *p[] = {&g, &g, &a, &b, &gl};
+            CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+        }
+        CK(copy_dh(&pin[2], g, sizeof *pin, stream));
+        CK(cuStreamSynchronize(stream));
+        h = fc_prog_fnv(h, &pin[2], sizeof *pin);
+        if (it % 7 != 3) { /* the update, the learning rate by value */
+            float lr = 1e-3f * (float)(1 + it % 5);
+            for (int k = 0; k < 12; k++) {
+                void *p[] = {&w, &g, &a, &lr, &gl};
+                CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            }
+        }
+        void *u[] = {&g, &g, &a, &b, &gl};
+        CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, u, NULL));
+        CK(copy_dh(&pin[3], g, sizeof *pin, stream));
+        CK(cuStreamSynchronize(stream));
+        h = fc_prog_fnv(h, &pin[3], sizeof *pin);
+        if ((it + 1) % 10 == 0) { /* evaluation, the largest size */
+            CUdeviceptr x = buf[0], y = buf[1];
+            int len = N;
+            for (int l = 0; l < 6; l++) {
+                void *p[] = {&y, &x, &a, &b, &len}, *q[] = {&x, &y, &a, &b, &len};
+                CK(launch(gemm128, 6, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+                CK(launch(axpb, 6, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            }
+            CK(copy_dh(&pin[4], x, sizeof *pin, stream));
+            CK(cuStreamSynchronize(stream));
+            h = fc_prog_fnv(h, &pin[4], sizeof *pin);
+        }
+    }
     /* pause: the shim's autograph_pause, where the shim is loaded (plain, the program runs as "sync") */
     int (*pause_fn)(int) = NULL, pause_state = 0;
     if (strcmp(which, "pause") == 0)
         *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
-    for (int it = 0; it < iters; it++) {
+    for (int it = 0; it < (amp ? 0 : iters); it++) {
         /* flip: graph launches cost 200 us in the first half (plain launches win), and in the second
          * the fake's 3 us against launches of 10 us (the graphs win clearly: at the fake's 2 us a launch
          * they won by 5-35% with the issuer on two CPUs, and now and then the third verdict, the one
