@@ -11,7 +11,8 @@
 # bats.python, gcn and issuer (1 rep) did not end in 480 s; gcn (2 reps) 92 s. By part (twenty-second
 # session, one H200): build 12-13 s (warm), ctest with CTEST_EXCLUDE=bats.python 123 s, bats.python 367 s,
 # torch 114 s (2 reps) or 75 s (1), issuer 89-92 s (2 reps), gcn 79 s (2 reps), never_repeat 31 s, match
-# 17-19 s, bench 73 s. The `part times:` line at the end (and progress.txt) say what each part took.
+# 17-19 s, bench 73 s (thirty-first session: ctest 485 s whole, never_repeat 34 s with 3 in-process A/B runs,
+# amp 102-118 s with 2 reps). The `part times:` line at the end (and progress.txt) say what each part took.
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
 # amp, gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
 # CTEST_EXCLUDE='bats.python' leaves them out.
