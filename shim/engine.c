@@ -1929,11 +1929,10 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.cupti_learning &&
         (E.ops - E.guarded_at >= ATTACH_WINDOW || __atomic_load_n(&g_window_close, __ATOMIC_RELAXED)))
         cupti_learning(0); /* the window guarded nothing new for a while, or another engine launches graphs */
-    /* a kernel by its family (a library's kernel picked by size leaves no trace: another batch size may bring
-     * another one, or one more) */
+    /* a kernel by its family, xored in (the chain's mix follows; a library's kernel picked by size leaves no
+     * trace: another batch size may bring another one, or one more) */
     if (E.learner.shape_free_seeds && (o->kind != OP_KERNEL || o->layout->family))
-        ag_learner_push_shape_free(&E.learner,
-                                   o->kind == OP_KERNEL ? ag_mix(shape_free, o->layout->family) : shape_free);
+        ag_learner_push_shape_free(&E.learner, o->kind == OP_KERNEL ? shape_free ^ o->layout->family : shape_free);
     int step = ag_learner_push(&E.learner, sig);
     if (deferred && t0 && !step) {
         /* a held-back launch, from the engine's entry to here (the learner included; one that completes

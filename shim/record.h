@@ -187,7 +187,7 @@ void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args);
 void ag_record_thread_exit(void);
 /* An operation's signature (what it runs, where, and its shape: grid, block, shared memory, attributes,
  * sizes), and in *shape_free the same without the shape: what kind of operation and where, the fold the
- * signature begins with (for a kernel the caller adds what it runs, its layout's family: a template
+ * signature begins with (for a kernel the caller xors in what it runs, its layout's family: a template
  * instantiated with other tile sizes for another size is the same kernel there). The learner chains the
  * shape-free ones to name the point after a segment (AUTOGRAPH_SEGMENT_KEY=shape_free,
  * ag_learner_push_shape_free), so that a batch of another size before it leaves that point where it was. */
