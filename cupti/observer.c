@@ -99,11 +99,6 @@ static struct {
     int warming;        /* start() subscribes and unsubscribes (at cuInit) instead of attaching */
     int warmed;         /* it did */
     unsigned finalizes; /* cuptiFinalize calls: each makes the next subscription pay the set-up again */
-    atomic_int owed;    /* AUTOGRAPH_CUPTI_DETACH=quiet: the last detach left cuptiFinalize to
-                         * ag_cupti_finalize_owed (written under lock) */
-    unsigned owed_paid; /* finalizes run when a detach had left one owed, and ... */
-    uint64_t owed_ns;   /* ... the host time from those detaches to them */
-    uint64_t owed_since;
     uint64_t warm_ns;   /* host time of opening libcupti and the subscription at cuInit */
     /* guard */
     atomic_llong launches;
@@ -127,7 +122,6 @@ static struct {
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static void start(void);
 static void finalize_join(void);
-static void pay_owed(void);
 static void end_arm(void);
 
 static void note_name(const char *name)
@@ -291,10 +285,6 @@ static double ms_since(uint64_t *t)
  * each step is logged at debug level: they are the fixed cost of a learning window. */
 static CUptiResult attach(void)
 {
-    if (atomic_load(&O.owed)) { /* CUPTI attaches afresh after a finalize, as after every other detach */
-        pay_owed();
-        finalize_join();
-    }
     finalize_join(); /* CUPTI is not for use while it finalizes */
     uint64_t t = ag_now_ns();
     CUptiResult r = O.subscribe(&O.sub, on_callback, NULL);
@@ -454,7 +444,7 @@ static void finalize(void)
         return;
     finalize_join();
     O.finalizes++;
-    if (ag_opt(AG_OPT_CUPTI_DETACH)->num != AG_CUPTI_DETACH_INLINE) { /* background, or quiet's owed one */
+    if (ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_BACKGROUND) {
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
@@ -470,40 +460,6 @@ static void finalize(void)
         ag_log(AG_LOG_DEBUG, "no thread for cuptiFinalize (%s): finalized on the program's thread", strerror(r));
     }
     finalize_excluding_ends();
-}
-
-/* The finalize a quiet detach left owed, started now (under O.lock). */
-static void pay_owed(void)
-{
-    if (!atomic_load(&O.owed))
-        return;
-    atomic_store(&O.owed, 0);
-    ag_guard++;
-    uint64_t t = ag_now_ns();
-    O.owed_paid++;
-    O.owed_ns += t - O.owed_since;
-    finalize();
-    O.setup_ns += ag_now_ns() - t;
-    ag_guard--;
-}
-
-int ag_cupti_owes(void)
-{
-    return atomic_load_explicit(&O.owed, memory_order_relaxed);
-}
-
-void ag_cupti_finalize_owed(void)
-{
-    if (!ag_cupti_owes())
-        return;
-    pthread_mutex_lock(&O.lock);
-    uint64_t since = O.owed_since;
-    int paid = atomic_load(&O.owed);
-    pay_owed();
-    pthread_mutex_unlock(&O.lock);
-    if (paid)
-        ag_log(AG_LOG_DEBUG, "CUPTI's owed finalize started (%s), %.3f ms after its detach",
-               F.running ? "in the background" : "inline", (double)(ag_now_ns() - since) / 1e6);
 }
 
 /* Before the process exits or forks: a background finalize ends first. */
@@ -529,19 +485,11 @@ static void detach(void)
     if (O.unsubscribe)
         O.unsubscribe(O.sub);
     double unsub = ms_since(&t);
-    int quiet = ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_QUIET && O.finalize;
-    if (quiet) {
-        atomic_store(&O.owed, 1);
-        O.owed_since = ag_now_ns();
-    } else {
-        finalize();
-    }
+    finalize();
     double fin = ms_since(&t);
     O.activity = 0;
     ag_log(AG_LOG_DEBUG, "CUPTI detached: callbacks off %.3f ms, activity off and flush %.3f ms, unsubscribe "
-                         "%.3f ms, finalize %.3f ms%s", cbs, act, unsub, fin,
-           quiet ? " (owed: in the background once the engine builds no more graphs)"
-                 : F.running ? " (to start it in the background)" : "");
+                         "%.3f ms, finalize %.3f ms%s", cbs, act, unsub, fin, F.running ? " (to start it in the background)" : "");
 }
 
 void ag_cupti_learning(int learning)
@@ -584,7 +532,6 @@ static void release(const char *why)
         ag_guard++;
         if (O.state == ST_ATTACHED)
             detach();
-        pay_owed();      /* a quiet detach's finalize, not left for later under the profiler's feet */
         finalize_join(); /* the profiler's subscription comes after our finalize */
         ag_guard--;
         O.state = ST_RELEASED;
@@ -801,8 +748,6 @@ int ag_cupti_start(void)
  * program that captures its graphs before its loop pays it there). */
 void ag_cupti_app_graph(void)
 {
-    if (ag_cupti_owes()) /* a detach's owed finalize: now, before the program's graphs pay for it */
-        ag_cupti_finalize_owed();
     if (__atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM)
         return;
     pthread_mutex_lock(&O.lock);
@@ -925,12 +870,11 @@ void ag_cupti_stats(FILE *f)
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
                "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u, \"finalize_background_ms\": %.3f, "
                "\"finalize_joins_waited\": %u, \"thread_ends_waited\": %u, \"finalizes_waited_for_ends\": %u,\n"
-               "    \"finalizes_owed\": %u, \"finalize_owed_ms\": %.3f, \"finalize_owing\": %s,\n"
                "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
             (double)O.warm_ns / 1e6, O.finalizes, (double)atomic_load(&F.ns) / 1e6, atomic_load(&F.joins_waited),
-            atomic_load(&X.ends_waited), atomic_load(&X.finalizes_waited), O.owed_paid, (double)O.owed_ns / 1e6,
-            atomic_load(&O.owed) ? "true" : "false", (double)O.setup_ns / 1e6,
+            atomic_load(&X.ends_waited), atomic_load(&X.finalizes_waited),
+            (double)O.setup_ns / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)
         fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);

@@ -305,10 +305,6 @@ struct engine {
     uint64_t rest_ended_by_ops, rested_segments;
     /* graphs built at a chunk's second sighting (a chunk a new plan cut, pattern.c) */
     uint64_t graphs_at_second;
-    /* graphs built (complete), that count at the last barrier, and barriers since CUPTI's finalize was
-     * left owed (AUTOGRAPH_CUPTI_DETACH=quiet: quiet_barrier) */
-    uint64_t builds, builds_at_barrier;
-    uint32_t owed_barriers;
     /* chunk starts where more variants could follow than are matched at once, and of them those whose
      * first operation began some (choose_by_first) */
     uint64_t wide_starts, wide_chosen;
@@ -1014,7 +1010,6 @@ static void complete(ag_variant_t *v, int may_post)
         fresh = 1;
         E.build_ns += ag_now_ns() - t0;
         E.graphs_at_second += v->seen <= 2;
-        E.builds++;
     }
     window_before_graph();
     if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
@@ -1632,21 +1627,6 @@ void ag_engine_waited(void)
 
 /* A barrier: an observing call, a stream switch, or an undeferrable operation. Called where the thread's
  * current context is the engine's (the entries that took enter()); barrier_in_ctx from anywhere else. */
-/* AUTOGRAPH_CUPTI_DETACH=quiet, at a barrier (real or virtual) while a detach left CUPTI's finalize owed:
- * started once a whole segment went by without a graph built (or after QUIET_BARRIERS_MAX barriers).
- * Run in the background at the detach, it met the graph builds a new plan brings right after it, and
- * instantiating them waited for it (launch_bound on the H200: a 64-operation graph instantiated in 2.1 ms
- * while the finalize ran, its others in 50-110 us). */
-#define QUIET_BARRIERS_MAX 64
-static void quiet_barrier(void)
-{
-    if (E.builds == E.builds_at_barrier || ++E.owed_barriers >= QUIET_BARRIERS_MAX) {
-        E.owed_barriers = 0;
-        ag_cupti_finalize_owed();
-    }
-    E.builds_at_barrier = E.builds;
-}
-
 static void barrier(uint64_t kind, int reason)
 {
     settle();
@@ -1665,8 +1645,6 @@ static void barrier(uint64_t kind, int reason)
     segment_end();
     ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
     E.nrecs = 0;
-    if (AG_UNLIKELY(ag_cupti_owes()))
-        quiet_barrier();
     sighted(v);
     segment_begin();
     if (c) {
@@ -1986,8 +1964,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             fallback(FB_MISMATCH);
         ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
-        if (step == 2 && AG_UNLIKELY(ag_cupti_owes()))
-            quiet_barrier();
         sighted(v);
         if (step == 2) {
             segment_begin(); /* a virtual barrier: the host did not wait there, nothing to time */

@@ -315,11 +315,6 @@ int ag_cupti_gpu_ns(uint64_t op0, uint64_t op1, uint32_t kernels, uint64_t *ns);
 int ag_cupti_op_gpu_ns(uint64_t op, uint64_t *ns);
 /* Hands over the kernel timing records CUPTI holds now (when timings are on). */
 void ag_cupti_flush(void);
-/* AUTOGRAPH_CUPTI_DETACH=quiet: a learning window's detach left cuptiFinalize owed (read without a lock). */
-int ag_cupti_owes(void);
-/* Starts the owed cuptiFinalize (in the background, as 'background' does at the detach): the engine calls
- * it once its segments stopped building graphs, whose instantiation a running finalize slows. */
-void ag_cupti_finalize_owed(void);
 /* Before a fork: waits for a cuptiFinalize running in the background (AUTOGRAPH_CUPTI_DETACH). */
 void ag_cupti_quiesce(void);
 /* Writes the "cupti" member of the statistics JSON (the last member: no trailing comma). */

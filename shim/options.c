@@ -41,15 +41,12 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
     [AG_OPT_CUPTI_LIB] = {"AUTOGRAPH_CUPTI_LIB", AG_OPT_STRING, "", "path",
                           "libcupti to open instead of searching the usual places (a copy already loaded, "
                           "the one beside a PyTorch installation's NVIDIA wheels, the CUDA toolkit's)."},
-    [AG_OPT_CUPTI_DETACH] = {"AUTOGRAPH_CUPTI_DETACH", AG_OPT_ENUM, "quiet", "background|inline|quiet",
-                             "Where and when CUPTI is finalized after a learning window closes (cuptiFinalize, "
-                             "2-3.5 ms on the H200 host; callbacks, kernel activity and the subscription are "
-                             "off and the records flushed at the close, and CUPTI is not touched again until "
-                             "the finalize ended): 'quiet' on a thread of the shim's while the program goes "
-                             "on, started once a whole segment went by without a graph built (graphs "
-                             "instantiated while it runs wait for it; until it starts each graph launch costs "
-                             "about 5 us more); 'background' on that thread at the close; 'inline' on the "
-                             "program's thread at the close, which waits for it."},
+    [AG_OPT_CUPTI_DETACH] = {"AUTOGRAPH_CUPTI_DETACH", AG_OPT_ENUM, "background", "background|inline",
+                             "Where CUPTI is finalized when a learning window closes (cuptiFinalize, 2-3.5 ms "
+                             "on the H200 host): 'background' on a thread of the shim's while the program "
+                             "goes on (callbacks, kernel activity and the subscription are off and the "
+                             "records flushed before it starts, and CUPTI is not touched again until it "
+                             "ended); 'inline' on the program's thread, which waits for it."},
     [AG_OPT_CUPTI_TIMING] = {"AUTOGRAPH_CUPTI_TIMING", AG_OPT_ENUM, "on", "off|on",
                              "Whether CUPTI's learning windows (and 'always') time kernels with its activity "
                              "API. 'on': a segment never timed runs once more on plain launches under a window to "

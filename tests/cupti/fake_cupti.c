@@ -38,8 +38,7 @@
  *   thread that made no driver call (the client's own), O calls of the client came while a finalize ran
  *   (CUPTI's API is not for use then), D driver calls began while a finalize ran on another thread (the
  *   program went on meanwhile), N finalizes were still running when the process ended, E threads that
- *   CUPTI had called back ended while a finalize ran, I of the D were graph instantiations ("instantiated
- *   I", last).
+ *   CUPTI had called back ended while a finalize ran.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -98,7 +97,6 @@ static struct {
     unsigned away;     /* finalizes on a thread that made no driver call (the client's own thread) */
     unsigned overlaps; /* client calls (this file's API) made while a finalize ran */
     unsigned during;   /* driver calls that began while a finalize ran on another thread */
-    unsigned instantiated; /* of them, graph instantiations (CUDA's wait for the finalize there) */
     unsigned ended;    /* threads called back that ended while a finalize ran */
     unsigned finalize_starts;
     pthread_key_t key; /* the state per thread (when key_gen is odd: made and not deleted) */
@@ -303,7 +301,6 @@ uint32_t fakecupti_api(uint32_t cbid, const char *name, int site)
     if (site == 0) {
         tl_driver = 1;
         fk.during += fk.finalizing != 0;
-        fk.instantiated += fk.finalizing != 0 && name && strstr(name, "GraphInstantiate") != NULL;
         id = ++fk.correlation;
         if (tl_depth < MAX_NESTED) {
             tl_calls[tl_depth].id = id;
@@ -552,7 +549,7 @@ __attribute__((destructor)) static void report(void)
         return;
     pthread_mutex_lock(&fk.mu);
     fprintf(stderr, "fake_cupti: subscribes %u set-ups %u costly %u finalizes %u away %u overlaps %u during %u "
-                    "unfinished %d ended %u instantiated %u\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes,
-            fk.away, fk.overlaps, fk.during, fk.finalizing, fk.ended, fk.instantiated);
+                    "unfinished %d ended %u\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes, fk.away,
+            fk.overlaps, fk.during, fk.finalizing, fk.ended);
     pthread_mutex_unlock(&fk.mu);
 }
