@@ -1331,6 +1331,19 @@ static void choose_by_first(uint64_t sig)
     }
 }
 
+/* At a chunk's start: whether a candidate begins with an operation of signature sig. */
+static int expected_first(uint64_t sig)
+{
+    if (E.wide) {
+        ag_variant_t *c[AG_MAX_CANDIDATES];
+        return ag_learner_candidates_first(&E.learner, c, sig) > 0;
+    }
+    for (int i = 0; i < E.nmatch; i++)
+        if (E.mlen[i] && E.msigs[i][0] == sig)
+            return 1;
+    return 0;
+}
+
 /* The candidate that the pending operations complete when the chunk ends now (at a barrier or at its
  * planned size), or NULL. Decided before the learner closes the chunk: closing may evict variants, so
  * the candidates' pointers are used only before it. */
@@ -1434,6 +1447,7 @@ static void watcher_start(void)
 static void rest_begin(uint32_t n, uint64_t seg_ops)
 {
     E.rest_left = n;
+    E.learner.rename_to[0] = E.learner.rename_to[1] = 0; /* nothing is held back while resting */
     uint64_t per = seg_ops > 64 ? seg_ops : 64;
     atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
     E.nmatch = E.ncand = E.wide = 0;
@@ -1740,6 +1754,7 @@ static int init_engine(CUcontext ctx)
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
     E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
     E.learner.shape_free_seeds = ag_opt(AG_OPT_SEGMENT_KEY)->num == AG_SEGKEY_SHAPE_FREE;
+    E.learner.renames = ag_opt(AG_OPT_RENAME)->num == AG_RENAME_ON;
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
     E.timer_ns = timer_cost();
     /* guard and always modes: attached from the start (the first engine's segments are timed); in learn
@@ -1841,6 +1856,13 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         tl_timed_op = E.ops + 1;
     }
     int deferred = 0;
+    /* a segment's first operation that nothing expected at its point begins with: renamed after a known
+     * point whose work does (ag_learner_rename). Never while resting: the calls that pass the engine then
+     * would overtake what a candidate held back. */
+    if (AG_UNLIKELY(E.learner.seg_pos == 0) && !E.npending && !E.rest_left &&
+        (E.learner.rename_to[0] | E.learner.rename_to[1]) && !expected_first(sig) &&
+        ag_learner_rename(&E.learner, sig))
+        refresh_candidates();
     if (AG_UNLIKELY(E.wide))
         choose_by_first(sig);
     if (E.nmatch) {
@@ -3315,7 +3337,7 @@ typedef struct {
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
-    uint64_t wide_starts, wide_chosen;
+    uint64_t wide_starts, wide_chosen, renamed, renames_wrong;
     uint64_t observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
@@ -3349,6 +3371,7 @@ static void add_totals(void *arg)
     t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->wide_starts += E.wide_starts, t->wide_chosen += E.wide_chosen;
+    t->renamed += E.learner.renamed, t->renames_wrong += E.learner.renames_wrong;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
     t->build_ns += E.build_ns, t->patch_ns += E.patch_ns, t->launch_ns += E.launch_ns;
@@ -3451,6 +3474,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"chunks_chosen_by_first_op\": {\"starts\": %llu, \"chosen\": %llu},\n"
+               "    \"segments_renamed\": {\"renamed\": %llu, \"wrong\": %llu},\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
@@ -3471,6 +3495,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
             (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.wide_starts, (unsigned long long)t.wide_chosen,
+            (unsigned long long)t.renamed, (unsigned long long)t.renames_wrong,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,

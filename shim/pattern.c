@@ -188,6 +188,7 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
     s->length = 0;
     s->repeats = 0;
     s->content = 0;
+    memset(s->names, 0, sizeof s->names);
     s->real_end = 0;
     return s;
 }
@@ -386,6 +387,7 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
         return -ENOMEM;
     }
     l->seg_seed = l->seg_exact = SEG_SEED0;
+    l->renames = 1;
     l->content = l->shape_free = CONTENT0;
     l->seg_real = 1;
     l->check_every = PERIOD_CHECK;
@@ -575,10 +577,125 @@ static ag_variant_t *single_op(ag_learner_t *l, ag_variant_t *v)
     return NULL;
 }
 
+/* ---- a new point named after a known one (pattern.h) ---- */
+
+static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v);
+
+/* Something was learned at the point `seed` names: a variant starts there. */
+static int point_known(const ag_learner_t *l, uint64_t seed)
+{
+    uint64_t start = ag_mix(seed, CONTENT0);
+    const ag_vtable_t *t = &l->table;
+    for (const ag_variant_t *v = t->buckets[bucket_of(t, start)]; v; v = v->next)
+        if (v->start == start)
+            return 1;
+    return 0;
+}
+
+static int has_name(const ag_seglen_t *s, uint64_t name)
+{
+    for (int i = 0; i < AG_SEG_NAMES; i++)
+        if (s->names[i] == name)
+            return 1;
+    return 0;
+}
+
+/* name becomes the most recent of s's names (the least recent one goes, if it is new) */
+static void add_name(ag_seglen_t *s, uint64_t name)
+{
+    int i = 0;
+    while (i < AG_SEG_NAMES - 1 && s->names[i] != name)
+        i++;
+    memmove(&s->names[1], &s->names[0], sizeof s->names[0] * (size_t)i);
+    s->names[0] = name;
+}
+
+static struct ag_succ *succ_slot(ag_learner_t *l, uint64_t from)
+{
+    return &l->succ[(from ^ (from >> 32)) % AG_SUCC_SLOTS];
+}
+
+static int rename_was_wrong(const ag_learner_t *l, uint64_t from, uint64_t to)
+{
+    for (int i = 0; i < AG_RENAME_WRONG; i++)
+        if (l->rename_wrong[i].from == from && l->rename_wrong[i].to == to)
+            return 1;
+    return 0;
+}
+
+/* At a real barrier: the segment that ended started at `from`, the next starts at `next`. from's usual
+ * successor is the known point that comes after it most often (a majority count). Where another point
+ * comes after from than that one, the segment that starts now may be renamed at its first operation, if
+ * nothing expected at its point begins with it (ag_learner_rename). */
+static void rename_options(ag_learner_t *l, uint64_t from, uint64_t next)
+{
+    struct ag_succ *e = succ_slot(l, from);
+    int usual = e->from == from && e->to && e->to != next;
+    if (point_known(l, next)) {
+        if (e->from != from || !e->votes) {
+            e->from = from;
+            e->to = next;
+            e->votes = 1;
+        } else if (e->to == next) {
+            e->votes += e->votes < 8;
+        } else {
+            e->votes--;
+        }
+    }
+    if (!usual || !l->renames || l->require_guard)
+        return;
+    l->rename_to[0] = from;                                           /* the segment was put in between */
+    l->rename_to[1] = e->to != from && e->to != next ? e->to : 0;     /* it came instead of the usual one */
+}
+
+int ag_learner_rename(ag_learner_t *l, uint64_t sig)
+{
+    uint64_t to[2] = {l->rename_to[0], l->rename_to[1]};
+    l->rename_to[0] = l->rename_to[1] = 0;
+    if (l->seg_pos || l->chunk_pos || l->require_guard)
+        return 0;
+    for (int i = 0; i < 2; i++) {
+        if (!to[i] || rename_was_wrong(l, l->seg_seed, to[i]))
+            continue;
+        uint64_t start = ag_mix(to[i], CONTENT0);
+        ag_vtable_t *t = &l->table;
+        for (ag_variant_t *v = t->buckets[bucket_of(t, start)]; v; v = v->next) {
+            uint32_t need = v->start == start && v->len && v->sigs[0] == sig ? sightings_needed(l, v) : 0;
+            if (!need || v->seen < need)
+                continue;
+            l->renamed_from = l->seg_seed;
+            l->seg_seed = to[i];
+            l->chunk_start = start;
+            l->chunk_target = plan(l);
+            if (l->watch_run)
+                gkey_put(l, l->chunk_start, 0);
+            l->renamed++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
 {
     ag_variant_t *v = l->chunk_pos ? record_chunk(l, 1) : NULL;
-    ag_seglen_t *s = seglen_take(l, l->seg_seed);
+    /* what names the point after this segment (its shape-free content with shape-free seeds) */
+    uint64_t name = l->shape_free_seeds ? l->shape_free : l->content, from = l->seg_seed;
+    if (l->renamed_from) {
+        /* a renamed segment whose end names another next point than its new name's segment last did was
+         * other work after all: it counts as its own point's, and that point is not renamed again */
+        const ag_seglen_t *r = seglen_find(l, l->seg_seed);
+        if (!r || !has_name(r, name)) {
+            struct ag_succ *w = &l->rename_wrong[l->rename_wrong_next++ % AG_RENAME_WRONG];
+            w->from = l->renamed_from;
+            w->to = l->seg_seed;
+            from = l->renamed_from;
+            l->renames_wrong++;
+        }
+        l->renamed_from = 0;
+    }
+    l->rename_to[0] = l->rename_to[1] = 0;
+    ag_seglen_t *s = seglen_take(l, from);
     s->used = ++l->segments_ended;
     int same = s->repeats && s->content == l->content && s->real_end == !virtual_; /* the content holds the length */
     s->repeats = same ? s->repeats + 1 : 1;
@@ -591,6 +708,7 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     if (one)
         one->ungraphable = 1;
     s->content = l->content;
+    add_name(s, name);
     s->length = l->seg_pos;
     s->real_end = !virtual_;
     l->seg_real = !virtual_;
@@ -599,6 +717,8 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     l->seg_after_repeat = l->seg_pos >= AHEAD_MIN_OPS && (s->repeats >= 2 || exact == l->seg_exact);
     l->seg_seed = l->shape_free_seeds ? ag_mix(ag_mix(SEG_SEED0, l->shape_free), bk) : exact;
     l->seg_exact = exact;
+    if (!virtual_)
+        rename_options(l, from, l->seg_seed);
     l->content = l->shape_free = CONTENT0;
     l->seg_pos = 0;
     l->chunk_pos = 0;

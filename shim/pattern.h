@@ -113,6 +113,8 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns);
 /* The medians its judgements compare: its forced eager runs' and its replays' (ns, 0 with no samples). */
 void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *replay_ns);
 
+#define AG_SEG_NAMES 4
+
 typedef struct {
     uint64_t seed;     /* chain state at the segment's start */
     uint32_t length;   /* operations in the segment the last time it ended */
@@ -129,6 +131,9 @@ typedef struct {
     uint32_t nends;         /* its chunk ends (0: the default plan) */
     uint32_t *ends;
     uint64_t used;          /* the learner's segment count when it last ended (0: the entry is free) */
+    uint64_t names[AG_SEG_NAMES]; /* what named the point after it the last times it ended, the distinct
+                                   * ones, most recent first (its shape-free content with shape_free_seeds,
+                                   * else its content): other segments may start at its point too */
     ag_profit_t profit;     /* whether its graphs pay (profit.c) */
 } ag_seglen_t;
 
@@ -138,6 +143,23 @@ typedef struct {
  * its timing (about one program in 256: seeds hash function handles, which move between runs). */
 #define AG_SEGLEN_SETS 64
 #define AG_SEGLEN_WAYS 4
+
+/* ---- a new point named after a known one ----
+ * The point after a barrier is named by the segment before it. Where that segment was not the one that
+ * usually comes there (an optimizer step skipped, an evaluation put in between), the point after it is new,
+ * and the work that follows, though it is the usual work, would be learned there anew (each of its sizes
+ * warm-up times). Once the program is trusted (require_guard off: nothing needs the guard's evidence
+ * then), a segment that starts at a point where nothing was learned may be renamed, at its first
+ * operation, to a known point where a candidate begins with that operation: first the point where the
+ * segment before it started (that segment was put in between, and the work usually there comes now),
+ * then the point that followed it there last time (it came in place of the usual one). The segment is
+ * then a sighting of that point's segment: its chunks are matched against that point's variants, and its
+ * plan, timings and probes are that segment's. Where its end names another next point than any of the
+ * last AG_SEG_NAMES distinct ones the segments at that point named (other work after all; several: the
+ * segment put in between started at the same point), the renaming was wrong: the sighting counts as its own
+ * point's, and that point is not renamed to that one again. */
+#define AG_SUCC_SLOTS 256
+#define AG_RENAME_WRONG 16
 
 /* ---- chunk plans (plan.c) ---- */
 
@@ -218,6 +240,7 @@ typedef struct {
     uint32_t bound_ratio; /* AUTOGRAPH_GPU_BOUND: a segment whose GPU time is this many times its host
                            * time is left eager (0: never) */
     uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
+    uint8_t renames;       /* AUTOGRAPH_RENAME: a new point may be renamed after a known one (1 by default) */
     uint8_t model_plans;   /* AUTOGRAPH_CHUNK_PLAN=model: timed segments get the modeled plan */
 
     /* period detection for loops without barriers (ring, ring_total and the period are above) */
@@ -260,6 +283,20 @@ typedef struct {
     uint32_t model_chunks, default_chunks;
     uint64_t model_ns, default_ns, model_margin_ns;
     uint64_t period_searches; /* searches of the window for a period (each reads all of it) */
+
+    /* Renaming a new point after a known one (ag_learner_rename): the point each known one is usually
+     * followed by (direct-mapped by the earlier one; a majority count), the points the segment starting
+     * now may be renamed to at its first operation (0: none), the point it was renamed from (0: not
+     * renamed), and the renamings found wrong (the last AG_RENAME_WRONG of them) */
+    struct ag_succ {
+        uint64_t from, to;
+        uint32_t votes;
+    } succ[AG_SUCC_SLOTS];
+    uint64_t rename_to[2];
+    uint64_t renamed_from;
+    struct ag_succ rename_wrong[AG_RENAME_WRONG]; /* from, to: renamings found wrong (votes unused) */
+    uint32_t rename_wrong_next;
+    uint64_t renamed, renames_wrong; /* segments renamed, and those of them found wrong at their end */
 } ag_learner_t;
 
 /* The launch path's functions: placed together (.text.hot), so that the few lines of code a launch runs
@@ -361,6 +398,11 @@ int ag_learner_guarded(ag_learner_t *l, ag_variant_t *v);
  * the sighting is watched whole, so the work can be held back at its next sighting instead of one
  * later (engine.c, window_ahead). */
 int ag_learner_expects_unguarded(ag_learner_t *l);
+
+/* At a segment's first operation (signature sig), where the barrier before it left rename_to set: renames
+ * the point the segment starts at ("a new point named after a known one", above). Returns 1 if it did (the
+ * candidates are then those of the new name). */
+int ag_learner_rename(ag_learner_t *l, uint64_t sig);
 
 /* A deferral of these candidates failed. Unless the chunk turns out to be another known variant, they
  * are charged when it closes: from the second failure in a row on, their sightings are forgotten and

@@ -165,8 +165,8 @@ want torch && mark torch "$torch_line"
 # The PyTorch loop as users write it (torch_amp.py: fp16 autocast with GradScaler, accumulation, bucketed
 # micro-batch sizes, clipping, LR schedule, evaluation): AMP_REPS (3) interleaved runs of plain, the shim,
 # and the shim against itself paused in the one process (--ab 10), pinned as above; and, where AMP_ALT
-# (default AUTOGRAPH_SEGMENT_KEY=exact, the other naming; empty: none) gives other settings, the shim with them. Ratios
-# of medians.
+# (default AUTOGRAPH_RENAME=off: what renaming a new point after a known one gains; empty: none) gives other
+# settings, the shim with them. Ratios of medians.
 amp_line="-"
 if want amp && python3 -c "import torch" 2>/dev/null; then
     for i in $(seq "${AMP_REPS:-3}"); do
@@ -174,14 +174,14 @@ if want amp && python3 -c "import torch" 2>/dev/null; then
         LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/a_all.json "${pin[@]}" python3 tests/python/torch_amp.py --steps 160 \
             >"$T/a_all.out" 2>>"$T/a_all.err"
         LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_amp.py --steps 160 --ab 10 >"$T/a_ab.out" 2>>"$T/a_ab.err"
-        alt=(${AMP_ALT-AUTOGRAPH_SEGMENT_KEY=exact})
+        alt=(${AMP_ALT-AUTOGRAPH_RENAME=off})
         [ ${#alt[@]} -gt 0 ] && env LD_PRELOAD=$lib "${alt[@]}" AUTOGRAPH_STATS=$T/a_alt.json "${pin[@]}" \
             python3 tests/python/torch_amp.py --steps 160 >"$T/a_alt.out" 2>>"$T/a_alt.err"
     done
     same=no
     cmp -s "$T/a_plain.out" "$T/a_all.out" && cmp -s "$T/a_plain.out" "$T/a_ab.out" && same=yes
     [ -e "$T/a_alt.out" ] && ! cmp -s "$T/a_plain.out" "$T/a_alt.out" && same=no
-    [ -e "$T/a_alt.out" ] && echo "${AMP_ALT-AUTOGRAPH_SEGMENT_KEY=exact}" >"$T/a_alt.settings"
+    [ -e "$T/a_alt.out" ] && echo "${AMP_ALT-AUTOGRAPH_RENAME=off}" >"$T/a_alt.settings"
     amp_line=$(python3 tests/gpu/ratios.py amp "$T" 160 "$same")
 fi
 want amp && mark amp "$amp_line"
