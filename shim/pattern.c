@@ -682,8 +682,8 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     /* what names the point after this segment (its shape-free content with shape-free seeds) */
     uint64_t name = l->shape_free_seeds ? l->shape_free : l->content, from = l->seg_seed;
     if (l->renamed_from) {
-        /* a renamed segment whose end names another next point than its new name's segment last did was
-         * other work after all: it counts as its own point's, and that point is not renamed again */
+        /* a renamed segment whose end names another next point than the recent segments of its new point
+         * did was other work after all: it counts as its own point's, and is not renamed there again */
         const ag_seglen_t *r = seglen_find(l, l->seg_seed);
         if (!r || !has_name(r, name)) {
             struct ag_succ *w = &l->rename_wrong[l->rename_wrong_next++ % AG_RENAME_WRONG];
