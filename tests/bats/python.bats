@@ -100,7 +100,8 @@ need() {
     echo "# skipped steps: $n, the last at $last" >&3
     [ "$n" -ge 3 ] && [ "$last" -ge 40 ]
     echo "# micro-batches per size: $(sed -n 's/^buckets: //p' "$d/plain.err"); chunks chosen by their first" \
-        "launch: $(stat "$d/stats.json" replay.chunks_chosen_by_first_op)" >&3
+        "launch: $(stat "$d/stats.json" replay.chunks_chosen_by_first_op); segments renamed after the point" \
+        "where their work usually comes: $(stat "$d/stats.json" replay.segments_renamed)" >&3
     # more variants after one point of the step than are matched at once: chunks chosen by their first
     # launch (83 of 83 on the H200, 2026-12-02)
     [ "$(stat "$d/stats.json" replay.chunks_chosen_by_first_op.chosen)" -ge 20 ]
