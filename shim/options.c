@@ -96,13 +96,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                             "too). 'exact': by the work before it, sizes included (n sizes bring n x n variants "
                             "of what follows)."},
     [AG_OPT_RENAME] = {"AUTOGRAPH_RENAME", AG_OPT_ENUM, "on", "off|on",
-                       "'on': where a segment between syncs starts at a point where nothing was learned, because "
-                       "the segment before it was not the usual one (an optimizer step skipped, an evaluation put "
-                       "in between), and nothing expected there begins with its first operation, it is matched "
-                       "as a sighting of the segment that usually comes: the one that usually starts where the "
-                       "segment before it started, or the one that usually follows that, whichever has work "
-                       "ready to replay that begins with that operation. A renaming whose segment then ends "
-                       "unlike any of the last 4 segments of its new point was wrong and is not made again. "
+                       "'on': where a segment between syncs starts at a point other than the one that usually "
+                       "comes there, because the segment before it was not the usual one (an optimizer step "
+                       "skipped, an evaluation put in between), and nothing expected there begins with its "
+                       "first operation, it is matched as a sighting of the segment that usually comes: the "
+                       "one that starts where the segment before it started, or the one that usually follows "
+                       "that, whichever has work ready to replay that begins with that operation. A renaming "
+                       "whose segment then ends unlike any of the last 4 segments of its new point was wrong "
+                       "and is not made again. "
                        "Only once the program is trusted (a CUPTI learning window caught no call past the "
                        "hooks) or without the CUPTI guard, and never while the engine rests. 'off': such a "
                        "segment is learned at its own point (warm-up sightings for each of its sizes)."},

@@ -148,11 +148,13 @@ typedef struct {
  * The point after a barrier is named by the segment before it. Where that segment was not the one that
  * usually comes there (an optimizer step skipped, an evaluation put in between), the point after it is new,
  * and the work that follows, though it is the usual work, would be learned there anew (each of its sizes
- * warm-up times). Once the program is trusted (require_guard off: nothing needs the guard's evidence
- * then), a segment that starts at a point where nothing was learned may be renamed, at its first
- * operation, to a known point where a candidate begins with that operation: first the point where the
- * segment before it started (that segment was put in between, and the work usually there comes now),
- * then the point that followed it there last time (it came in place of the usual one). The segment is
+ * warm-up times). Each point's usual successor is kept (the known point that most often follows it: a
+ * majority count). Once the program is trusted (require_guard off: nothing needs the guard's evidence
+ * then), a segment that starts at another point than the usual successor of the point before, where
+ * nothing expected begins with its first operation, may be renamed then to a known point where a ready
+ * candidate begins with that operation: first the point where the segment before it started (that segment
+ * was put in between, and the work usually there comes now), then that point's usual successor (the
+ * segment before it came in place of the usual one). The segment is
  * then a sighting of that point's segment: its chunks are matched against that point's variants, and its
  * plan, timings and probes are that segment's. Where its end names another next point than any of the
  * last AG_SEG_NAMES distinct ones the segments at that point named (other work after all; several: the
