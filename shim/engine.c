@@ -1331,13 +1331,10 @@ static void choose_by_first(uint64_t sig)
     }
 }
 
-/* At a chunk's start: whether a candidate begins with an operation of signature sig. */
+/* At a chunk's start, its candidates chosen (choose_by_first): whether one begins with an operation of
+ * signature sig. */
 static int expected_first(uint64_t sig)
 {
-    if (E.wide) {
-        ag_variant_t *c[AG_MAX_CANDIDATES];
-        return ag_learner_candidates_first(&E.learner, c, sig) > 0;
-    }
     for (int i = 0; i < E.nmatch; i++)
         if (E.mlen[i] && E.msigs[i][0] == sig)
             return 1;
@@ -1447,7 +1444,9 @@ static void watcher_start(void)
 static void rest_begin(uint32_t n, uint64_t seg_ops)
 {
     E.rest_left = n;
-    E.learner.rename_to[0] = E.learner.rename_to[1] = 0; /* nothing is held back while resting */
+    /* nothing is held back while resting: no segment is renamed (ops reaching the engine then would be matched
+     * against the new name's candidates while the calls passing it overtook them) */
+    E.learner.rename_to[0] = E.learner.rename_to[1] = 0;
     uint64_t per = seg_ops > 64 ? seg_ops : 64;
     atomic_store_explicit(&E.rest_ops_left, (long long)(2 * per * n), memory_order_relaxed);
     E.nmatch = E.ncand = E.wide = 0;
@@ -1827,7 +1826,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     E.cur_stream = o->stream;
     if (o->kind == OP_EVREC && E.nrecs == AG_MAX_RECORDS)
         barrier(0x7ec5ULL, FB_UNDEFERRABLE);
-    if (!E.pf_t0) { /* a real segment's first operation: the one before it is timed up to here */
+    int seg_first = !E.pf_t0;
+    if (seg_first) { /* a real segment's first operation: the one before it is timed up to here */
         uint64_t now = ag_now_ns();
         if (E.pp_open)
             profit_close(now);
@@ -1856,15 +1856,16 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         tl_timed_op = E.ops + 1;
     }
     int deferred = 0;
-    /* a segment's first operation that nothing expected at its point begins with: renamed after a known
-     * point whose work does (ag_learner_rename). Never while resting: the calls that pass the engine then
-     * would overtake what a candidate held back. */
-    if (AG_UNLIKELY(E.learner.seg_pos == 0) && !E.npending && !E.rest_left &&
-        (E.learner.rename_to[0] | E.learner.rename_to[1]) && !expected_first(sig) &&
-        ag_learner_rename(&E.learner, sig))
-        refresh_candidates();
     if (AG_UNLIKELY(E.wide))
         choose_by_first(sig);
+    /* a real segment's first operation that nothing expected at its point begins with: renamed after a known
+     * point whose work does (ag_learner_rename; never while resting: rest_begin drops the names offered) */
+    if (AG_UNLIKELY(seg_first) && (E.learner.rename_to[0] | E.learner.rename_to[1]) && !E.npending &&
+        !expected_first(sig) && ag_learner_rename(&E.learner, sig)) {
+        refresh_candidates();
+        if (E.wide)
+            choose_by_first(sig);
+    }
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
         int k = 0;

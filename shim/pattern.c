@@ -657,6 +657,8 @@ int ag_learner_rename(ag_learner_t *l, uint64_t sig)
     for (int i = 0; i < 2; i++) {
         if (!to[i] || rename_was_wrong(l, l->seg_seed, to[i]))
             continue;
+        /* a variant ready there that begins with sig (whatever the point's plan now cuts: the renamed segment
+         * takes that plan) */
         uint64_t start = ag_mix(to[i], CONTENT0);
         ag_vtable_t *t = &l->table;
         for (ag_variant_t *v = t->buckets[bucket_of(t, start)]; v; v = v->next) {

@@ -55,6 +55,19 @@ static void fail(sim_t *s)
     s->ncand = s->nmatch = 0;
 }
 
+/* At a chunk's start where more candidates may follow than are matched at once: those whose first operation
+ * is sig (the engine's choose_by_first). */
+static void choose(sim_t *s, uint64_t sig)
+{
+    if (!s->wide)
+        return;
+    s->wide = 0;
+    if (s->l.chunk_pos == 0) {
+        set_cands(s, ag_learner_candidates_first(&s->l, s->cands, sig));
+        s->chosen += s->ncand > 0;
+    }
+}
+
 /* One operation of signature sig and shape-free signature sf (BARRIER: a barrier). */
 static void sim_op_sf(sim_t *s, uint64_t sig, uint64_t sf)
 {
@@ -67,23 +80,15 @@ static void sim_op_sf(sim_t *s, uint64_t sig, uint64_t sf)
         refresh(s);
         return;
     }
+    choose(s, sig);
     /* a segment's first operation that no candidate begins with: renamed, as the engine's op_arrive does */
     if (!s->no_rename && s->l.seg_pos == 0 && (s->l.rename_to[0] | s->l.rename_to[1])) {
         int expected = 0;
-        if (s->wide) {
-            ag_variant_t *c[AG_MAX_CANDIDATES];
-            expected = ag_learner_candidates_first(&s->l, c, sig) > 0;
-        }
         for (int i = 0; i < s->nmatch; i++)
             expected |= s->match[i]->len && s->match[i]->sigs[0] == sig;
-        if (!expected && ag_learner_rename(&s->l, sig))
+        if (!expected && ag_learner_rename(&s->l, sig)) {
             refresh(s);
-    }
-    if (s->wide) {
-        s->wide = 0;
-        if (s->l.chunk_pos == 0) {
-            set_cands(s, ag_learner_candidates_first(&s->l, s->cands, sig));
-            s->chosen += s->ncand > 0;
+            choose(s, sig);
         }
     }
     if (s->nmatch) {
