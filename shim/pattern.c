@@ -185,7 +185,8 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
     s->gpu_ns_per_op = 0;
     s->gpu_paced = s->waits_long = s->waits_weighed = 0;
     s->seed = seed;
-    s->length = 0;
+    s->length = s->expect = 0;
+    s->expect_real = 0;
     s->repeats = 0;
     s->content = 0;
     memset(s->names, 0, sizeof s->names);
@@ -223,7 +224,7 @@ static uint32_t plan(ag_learner_t *l)
     ag_seglen_t *s = seglen_find(l, l->seg_seed);
     int known = s != NULL;
     l->chunk_planned = 0;
-    if (known && s->nends && s->plan_len == s->length && s->real_end && l->seg_real) {
+    if (known && s->nends && s->plan_len == s->expect && s->expect_real && l->seg_real) {
         for (uint32_t k = 0; k < s->nends; k++)
             if (s->ends[k] > l->seg_pos) {
                 uint32_t c = s->ends[k] - l->seg_pos;
@@ -231,8 +232,16 @@ static uint32_t plan(ag_learner_t *l)
                 return c < l->chunk_max ? c : l->chunk_max;
             }
     }
-    return ag_plan_default_chunk(l->seg_pos, known ? s->length : 0, l->seg_real, known && s->real_end, l->chunk_max,
+    return ag_plan_default_chunk(l->seg_pos, known ? s->expect : 0, l->seg_real, known && s->expect_real, l->chunk_max,
                                  l->chunk_first, known ? tail_min(s) : TAIL_MIN);
+}
+
+/* Whether the sighting of segment s that just ended (ops operations) is the one its point's plan expects,
+ * ended at a real barrier, and short enough for the model: its timing may plan the point (an evaluation
+ * timed at a training step's point would not), and its waits in replay are weighed. */
+static int planned_end(const ag_seglen_t *s, uint32_t ops)
+{
+    return ops && ops == s->length && ops == s->expect && s->real_end && s->expect_real && ops <= AG_PLAN_MAX_OPS;
 }
 
 static void drop_model_plan(ag_seglen_t *s)
@@ -275,7 +284,7 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
                        const ag_plan_params_t *p)
 {
     l->model_chunks = l->default_chunks = 0;
-    if (!s->real_end || ops != s->length || ops > AG_PLAN_MAX_OPS)
+    if (!planned_end(s, ops))
         return;
     uint64_t host = 0, gpu = 0;
     for (uint32_t i = 0; i < ops; i++)
@@ -319,8 +328,7 @@ ag_profit_t *ag_learner_profit(ag_learner_t *l, uint64_t seed)
 static ag_seglen_t *weighing(ag_learner_t *l, uint64_t seed, uint32_t ops)
 {
     ag_seglen_t *s = l->model_plans ? seglen_find(l, seed) : NULL;
-    if (!s || !s->real_end || !ops || ops != s->length || ops > AG_PLAN_MAX_OPS || s->gpu_paced || s->gpu_bound ||
-        s->waits_weighed >= AG_WAIT_WEIGHED)
+    if (!s || !planned_end(s, ops) || s->gpu_paced || s->gpu_bound || s->waits_weighed >= AG_WAIT_WEIGHED)
         return NULL;
     return s;
 }
@@ -711,6 +719,10 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
         one->ungraphable = 1;
     s->content = l->content;
     add_name(s, name);
+    if (!s->expect || (l->seg_pos == s->length && s->real_end == !virtual_)) {
+        s->expect = l->seg_pos;
+        s->expect_real = !virtual_;
+    }
     s->length = l->seg_pos;
     s->real_end = !virtual_;
     l->seg_real = !virtual_;

@@ -118,6 +118,10 @@ void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *repla
 typedef struct {
     uint64_t seed;     /* chain state at the segment's start */
     uint32_t length;   /* operations in the segment the last time it ended */
+    uint32_t expect;   /* the length its chunk plan expects: the last one that ended twice in a row (the
+                        * first one until then), not one that came once between others (an evaluation at
+                        * the point of a training step's first micro-batch) */
+    uint8_t expect_real; /* ... and whether that one ended at a real barrier */
     uint32_t repeats;  /* times in a row it ended with the same content (content) */
     uint64_t content;  /* its content (the learner's hash of its signatures) the last time it ended */
     uint8_t real_end;  /* it ended at a real barrier (the host waited there), not a virtual one */

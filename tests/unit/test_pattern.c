@@ -324,8 +324,18 @@ static void test_plan_learner(void)
             iteration(&s, 140, 0, 1);
         CHECK(s.replayed - before == 6 * 140);
         CHECK(s.fallbacks == 0);
-        /* another length for the segment: the halving plan is back for it */
+        /* another length for the segment, once: the plan still expects 140 (one length between others, such
+         * as an evaluation at a training step's point, does not move it); twice in a row: the halving plan
+         * is back for it */
         iteration(&s, 100, 0, 1);
+        iteration(&s, 100, 0, 0);
+        if (model) {
+            for (int i = 0; i < s.nlens; i++)
+                CHECK(s.lens[i] == want[i]);
+        } else {
+            CHECK(s.nlens == 4); /* 8 8 16 32 of the halving plan for 140 (the next would end at 102) */
+        }
+        sim_op(&s, BARRIER);
         iteration(&s, 100, 0, 0);
         CHECK(s.nlens >= 4 && s.lens[0] == 8 && s.lens[1] == 8);
         sim_op(&s, BARRIER);
@@ -855,16 +865,18 @@ static void test_rename(void)
     printf("rename: skips %.3f replayed without, %.3f with (%ld renamed, %ld wrong); with evaluations %.3f, %.3f (%ld, "
            "%ld); other work after them %.3f (%ld, %ld)\n", off, on, renamed, wrong, off_e, on_e, renamed_e, wrong_e, bad,
            renamed_bad, wrong_bad);
-    /* 160 steps: with the skipped updates alone 83.0% replayed, 85.2% with renaming (21 of the 23 micro-batches
-     * after a skip renamed, none wrong); with the evaluations too 78.4% and 81.1% (29 renamed; 1 wrong: the
+    /* 160 steps: with the skipped updates alone 83.4% replayed, 85.5% with renaming (21 of the 23 micro-batches
+     * after a skip renamed, none wrong); with the evaluations too 81.6% and 84.4% (33 renamed, none wrong). The
+     * plan of the point where an evaluation starts (the first micro-batch's) expects the micro-batch's length,
+     * not the evaluation's: with the length that ended there last, 78.4% and 81.1% (29 renamed; 1 wrong: the
      * first micro-batch after the first evaluation, whose size was not yet ready where it usually starts, went
      * to the second micro-batch's point, which begins alike) */
     CHECK(r0 == 0 && w0 == 0);
     CHECK(renamed >= 18 && wrong == 0 && on > off + 0.015);
-    CHECK(renamed_e > renamed && wrong_e <= 1 && on_e > off_e + 0.015);
+    CHECK(renamed_e > renamed && wrong_e <= 1 && on_e > off_e + 0.015 && on_e > 0.83);
     /* a wrong renaming is found at the segment's end, and not made again (at most once to each of the two
-     * points it may go to): 3 wrong in all, 80.0% replayed */
-    CHECK(wrong_bad >= 1 && wrong_bad <= wrong_e + 2 && bad > off_e);
+     * points it may go to): 3 wrong in all, 83.1% replayed (80.0% with the last length planned) */
+    CHECK(wrong_bad >= 1 && wrong_bad <= 3 && bad > off_e);
 }
 
 int main(void)
