@@ -74,7 +74,8 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                             "(up to AUTOGRAPH_CHUNK). 0: every chunk is AUTOGRAPH_CHUNK long."},
     [AG_OPT_CHUNK_PLAN] = {"AUTOGRAPH_CHUNK_PLAN", AG_OPT_ENUM, "model", "halving|model",
                            "Where chunks are cut. 'halving': the ramp of AUTOGRAPH_CHUNK_FIRST, then chunks "
-                           "halving toward the expected sync. 'model': the same until a segment was timed "
+                           "halving toward the expected sync (where segments of the length that last "
+                           "ended twice in a row at that point end). 'model': the same until a segment was timed "
                            "once, operation by operation, while CUPTI watched it (AUTOGRAPH_CUPTI=learn or "
                            "always); then the cuts that a model of host and GPU times finishes soonest with, "
                            "where it beats the halving plan by two graph launches and 0.5% of the segment's time; a "
