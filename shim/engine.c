@@ -1295,7 +1295,8 @@ static int hold_for_timing(void)
     if (!E.cupti_learning || !E.seg_timed || !E.seg_whole || E.window_whole >= (E.window_early ? 2 : 1))
         return 0;
     const ag_seglen_t *sl = ag_learner_seglen(&E.learner, E.learner.seg_seed);
-    return sl && sl->real_end && sl->length <= AG_PLAN_MAX_OPS && !sl->gpu_ns_per_op; /* never timed yet */
+    /* the length its point's plan expects can be planned, and nothing was timed there yet */
+    return sl && sl->expect_real && sl->expect <= AG_PLAN_MAX_OPS && !sl->gpu_ns_per_op;
 }
 
 /* E.cands' first n are the chunk's candidates, all still matching. */

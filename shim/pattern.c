@@ -38,6 +38,12 @@ static uint64_t key_of(const ag_learner_t *l)
     return ag_mix(l->seg_seed, l->content);
 }
 
+/* The key of the first chunk at the point `seed` names (key_of at that segment's start). */
+static uint64_t start_of(uint64_t seed)
+{
+    return ag_mix(seed, CONTENT0);
+}
+
 static size_t bucket_of(const ag_vtable_t *t, uint64_t start)
 {
     return (size_t)(start ^ (start >> 29)) & (t->nbuckets - 1);
@@ -577,7 +583,7 @@ static ag_variant_t *single_op(ag_learner_t *l, ag_variant_t *v)
 {
     if (v)
         return v;
-    uint64_t start = ag_mix(l->seg_seed, CONTENT0), end = key_of(l);
+    uint64_t start = start_of(l->seg_seed), end = key_of(l);
     ag_vtable_t *t = &l->table;
     for (v = t->buckets[bucket_of(t, start)]; v; v = v->next)
         if (v->start == start && v->end == end && v->len == 1)
@@ -592,7 +598,7 @@ static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v);
 /* Something was learned at the point `seed` names: a variant starts there. */
 static int point_known(const ag_learner_t *l, uint64_t seed)
 {
-    uint64_t start = ag_mix(seed, CONTENT0);
+    uint64_t start = start_of(seed);
     const ag_vtable_t *t = &l->table;
     for (const ag_variant_t *v = t->buckets[bucket_of(t, start)]; v; v = v->next)
         if (v->start == start)
@@ -667,7 +673,7 @@ int ag_learner_rename(ag_learner_t *l, uint64_t sig)
             continue;
         /* a variant ready there that begins with sig (whatever the point's plan now cuts: the renamed segment
          * takes that plan) */
-        uint64_t start = ag_mix(to[i], CONTENT0);
+        uint64_t start = start_of(to[i]);
         ag_vtable_t *t = &l->table;
         for (ag_variant_t *v = t->buckets[bucket_of(t, start)]; v; v = v->next) {
             uint32_t need = v->start == start && v->len && v->sigs[0] == sig ? sightings_needed(l, v) : 0;
@@ -696,9 +702,9 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
          * did was other work after all: it counts as its own point's, and is not renamed there again */
         const ag_seglen_t *r = seglen_find(l, l->seg_seed);
         if (!r || !has_name(r, name)) {
-            struct ag_succ *w = &l->rename_wrong[l->rename_wrong_next++ % AG_RENAME_WRONG];
-            w->from = l->renamed_from;
-            w->to = l->seg_seed;
+            uint32_t w = l->rename_wrong_next++ % AG_RENAME_WRONG;
+            l->rename_wrong[w].from = l->renamed_from;
+            l->rename_wrong[w].to = l->seg_seed;
             from = l->renamed_from;
             l->renames_wrong++;
         }

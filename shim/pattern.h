@@ -300,7 +300,9 @@ typedef struct {
     } succ[AG_SUCC_SLOTS];
     uint64_t rename_to[2];
     uint64_t renamed_from;
-    struct ag_succ rename_wrong[AG_RENAME_WRONG]; /* from, to: renamings found wrong (votes unused) */
+    struct {
+        uint64_t from, to;
+    } rename_wrong[AG_RENAME_WRONG]; /* renamings found wrong */
     uint32_t rename_wrong_next;
     uint64_t renamed, renames_wrong; /* segments renamed, and those of them found wrong at their end */
 } ag_learner_t;
