@@ -143,6 +143,55 @@ need() {
     coverage_ok "$BATS_TEST_TMPDIR/compile" torch_compile
 }
 
+# Programs that already make CUDA graphs of their own (what users of torch.cuda.graph, Megatron-LM's and
+# Transformer Engine's graph helpers and torch.compile's reduce-overhead mode run today): the program's
+# captures take nothing of the shim's (every call passes while one is under way), its graph launches are
+# barriers, and the eager work between them is still the shim's to learn. Each is compared with the same
+# mode run plain.
+own_graphs() {  # DIR MIN: the program's own captures and at least MIN graph launches of its reached the hooks
+    python3 - "$1/stats.json" "$2" >&3 <<'PY'
+import json, sys
+calls = json.load(open(sys.argv[1]))["calls"]
+caps = sum(v for k, v in calls.items() if k.startswith("cuStreamBeginCapture"))
+launches = sum(v for k, v in calls.items() if k.startswith("cuGraphLaunch"))
+print(f"# the program's captures: {caps}, its graph launches: {launches}")
+sys.exit(0 if caps >= 1 and launches >= int(sys.argv[2]) else 1)
+PY
+}
+
+@test "owngraph: PyTorch step captured whole by the program (torch.cuda.graph), 100 steps: identical losses" {
+    need torch
+    local d=$BATS_TEST_TMPDIR/owngraph
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 100 --graph
+    same_output "$d"
+    grep -q "^graph-mode" "$d/shim.out"
+    summary "$d" torch_owngraph
+    own_graphs "$d" 100
+}
+
+@test "graphed: PyTorch MLP whose forward and backward the program graphs (make_graphed_callables), 200 steps: identical losses, the eager rest replayed" {
+    need torch
+    local d=$BATS_TEST_TMPDIR/graphed
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200 --graphed-model
+    same_output "$d"
+    grep -q "^graphed-model" "$d/shim.out"
+    summary "$d" torch_graphed
+    own_graphs "$d" 400  # a forward and a backward graph a step
+    echo "# launches replayed (the loss, its backward and AdamW between the program's graphs):" \
+        "$(stat "$d/stats.json" replay.launches_replayed) of $(stat "$d/stats.json" launches)" >&3
+    replayed_at_least "$d" 50
+}
+
+@test "reduceoverhead: torch.compile training step in its reduce-overhead mode (CUDA graphs of its own), 40 steps: identical losses" {
+    need torch
+    need triton
+    local d=$BATS_TEST_TMPDIR/reduceoverhead
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 40 --compile --compile-mode reduce-overhead
+    same_output "$d"
+    summary "$d" torch_reduce_overhead
+    own_graphs "$d" 40
+}
+
 @test "cupy: CuPy loop: identical result, every launch seen" {
     need cupy
     AUTOGRAPH_CUPTI=always run_pair "$BATS_TEST_TMPDIR/cupy" python3 "$SRC_DIR/tests/python/cupy_loop.py" --iters 20

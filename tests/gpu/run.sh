@@ -14,10 +14,10 @@
 # 17-19 s, bench 73 s (thirty-first session: ctest 485 s whole, never_repeat 34 s with 3 in-process A/B runs,
 # amp 102-118 s with 2 reps). The `part times:` line at the end (and progress.txt) say what each part took.
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
-# amp, gpt2, gcn, compile, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
+# amp, gpt2, gcn, compile, owngraph, graphed, reduceoverhead, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
 # CTEST_EXCLUDE='bats.python' leaves them out.
-# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp, issuer, gcn, probes,
-# plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
+# RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
+# graphed (OWN_REPS), issuer, gcn, probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
 # build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -185,6 +185,43 @@ if want amp && python3 -c "import torch" 2>/dev/null; then
     amp_line=$(python3 tests/gpu/ratios.py amp "$T" 160 "$same")
 fi
 want amp && mark amp "$amp_line"
+
+# Programs that make CUDA graphs of their own: the MLP whose forward and backward the program graphs
+# (torch_mlp.py --graphed-model, make_graphed_callables: the loss, its backward and AdamW eager between its
+# graphs) plain, under the shim and against the shim paused in the one process (--ab 10); and the step the
+# program captures whole (--graph) plain and under the shim (nothing left for the shim: what passing costs).
+# OWN_REPS (2) interleaved runs each, pinned as above. Ratios of medians, never asserted.
+graphed_line="-"
+if want graphed && python3 -c "import torch" 2>/dev/null; then
+    for i in $(seq "${OWN_REPS:-2}"); do
+        "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graphed-model >"$T/g_plain.out" 2>>"$T/g_plain.err"
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/g_all.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
+            --graphed-model >"$T/g_all.out" 2>>"$T/g_all.err"
+        LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graphed-model --ab 10 \
+            >"$T/g_ab.out" 2>>"$T/g_ab.err"
+        "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graph >"$T/w_plain.out" 2>>"$T/w_plain.err"
+        LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graph >"$T/w_all.out" 2>>"$T/w_all.err"
+    done
+    same=no
+    cmp -s "$T/g_plain.out" "$T/g_all.out" && cmp -s "$T/g_plain.out" "$T/g_ab.out" &&
+        cmp -s "$T/w_plain.out" "$T/w_all.out" && same=yes
+    graphed_line=$(python3 - "$T" "$same" <<'PY'
+import json, re, statistics, sys
+sys.path.insert(0, "tests/gpu")
+from ratios import ab_summary, replayed
+d = sys.argv[1]
+def med(k): return statistics.median(float(m) for m in re.findall(r"step_us: ([0-9.]+)", open(f"{d}/{k}.err").read()))
+s = json.load(open(f"{d}/g_all.json"))
+r = s["replay"]
+p, a, wp, wa = med("g_plain"), med("g_all"), med("w_plain"), med("w_all")
+print(f"graphed model: median step plain {p:.0f} us, shim {a:.0f} us ({p / a:.3f}x) | in-process "
+      f"{ab_summary(open(f'{d}/g_ab.err').read()) or 'A/B -'} | replayed {replayed(s)} of {s['launches'] / 200:.1f} launches "
+      f"a step, {r['graphs_built']} graphs, {r['host_ns_per_match']:.0f} ns per matched launch | whole step captured by "
+      f"the program: plain {wp:.0f} us, shim {wa:.0f} us ({wa / wp:.3f}x of plain) | identical: {sys.argv[2]}")
+PY
+)
+fi
+want graphed && mark graphed "$graphed_line"
 
 # The issuer (AUTOGRAPH_ISSUER): graphs patched and launched by the shim's thread against the program's
 # own, ISSUER_REPS (3) interleaved runs each: the PyTorch step's in-process A/B (shim against paused, blocks
@@ -493,6 +530,7 @@ echo "launch coverage (hooks vs CUPTI), from the Bats tests:"
 cat "$AG_SUMMARY"
 echo "PyTorch MLP (8 layers, dropout, AdamW), 200 steps: $torch_line"
 echo "PyTorch loop as users write it (torch_amp.py), 160 steps: $amp_line"
+echo "PyTorch programs with CUDA graphs of their own (torch_mlp.py --graphed-model, --graph), 200 steps: $graphed_line"
 echo "issuer (AUTOGRAPH_ISSUER) thread, inline and polling (poll), medians of ${ISSUER_REPS:-3}: $issuer_line"
 echo "torch_geometric GCN, in-process A/B, medians of ${GCN_REPS:-3}: $gcn_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"

@@ -4,7 +4,11 @@ Run it with and without LD_PRELOAD=libautograph.so; stdout must be bit-identical
 stdout: "step <i> loss <float.hex()>" per step, then "checksum: <16 hex>" (sha256 of the parameters).
 stderr: "loop_ms: <float>" for the training loop and "steady_ms: <float>" without its first step.
 --graph is the hand-written torch.cuda.graphs ceiling; its losses differ (warm-up steps), so it prints
-"graph-mode" and must not be compared.
+"graph-mode" and must not be compared with an eager run (only with another --graph run).
+--graphed-model graphs the model's forward and backward passes with torch.cuda.make_graphed_callables (the
+partial graphs of Megatron-LM and Transformer Engine); the loss, its backward and AdamW stay eager. Its losses
+differ from an eager run's too (the capture's warm-up), and it prints "graphed-model".
+--compile-mode reduce-overhead (with --compile): torch.compile's CUDA graphs (cudagraph trees).
 --profile runs the steps under torch.profiler (CPU and CUDA activities: Kineto takes CUPTI, which the
 shim must leave to it) and adds "profiled_cuda_events: <n>" on stderr.
 --ab B (under the shim) compares within the one process: after report.AB_WARM steps, blocks of B steps run with
@@ -51,6 +55,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     ap.add_argument("--graph", action="store_true", help="hand-captured torch.cuda.graphs ceiling")
+    ap.add_argument("--graphed-model", action="store_true",
+                    help="the model's forward and backward as CUDA graphs of its own (make_graphed_callables)")
+    ap.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead"],
+                    help="torch.compile's mode (with --compile; reduce-overhead: its CUDA graphs)")
     ap.add_argument("--profile", action="store_true", help="run the steps under torch.profiler")
     ap.add_argument("--pinned-loss", action="store_true",
                     help="read each step's loss through page-locked memory (a non_blocking copy, then a "
@@ -66,12 +74,15 @@ def main():
     args = ap.parse_args()
     if args.steps < 1:
         sys.exit("--steps must be >= 1")
-    if args.compile and args.graph:
-        sys.exit("--compile and --graph are exclusive")
-    if args.split and (args.compile or args.graph or args.device != "cuda"):
-        sys.exit("--split takes neither --compile, --graph nor --device")
-    if args.data_parallel and (args.split or args.compile or args.graph or args.device != "cuda"):
-        sys.exit("--data-parallel takes neither --split, --compile, --graph nor --device")
+    if sum((args.compile, args.graph, args.graphed_model)) > 1:
+        sys.exit("--compile, --graph and --graphed-model are exclusive")
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit("--compile-mode needs --compile")
+    own = args.compile or args.graph or args.graphed_model
+    if args.split and (own or args.device != "cuda"):
+        sys.exit("--split takes neither --compile, --graph, --graphed-model nor --device")
+    if args.data_parallel and (args.split or own or args.device != "cuda"):
+        sys.exit("--data-parallel takes neither --split, --compile, --graph, --graphed-model nor --device")
     if (args.split or args.data_parallel) and torch.cuda.device_count() < 2:
         sys.exit("--split and --data-parallel need two GPUs")
     if args.touch:
@@ -120,7 +131,11 @@ def main():
             losses.append(timed_sync(static_loss.item))
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-        step_model = torch.compile(model) if args.compile else model
+        step_model = torch.compile(model, mode=args.compile_mode) if args.compile else model
+        if args.graphed_model:
+            # captured before the loop (after warm-up passes on a side stream); every call replays the
+            # forward graph, and autograd the backward one, on the current stream
+            step_model = torch.cuda.make_graphed_callables(model, (xs[0].clone(),))
         if args.data_parallel:
             step_model = torch.nn.DataParallel(model, device_ids=[0, 1])
         if args.split:
@@ -164,6 +179,8 @@ def main():
         ms, steady_ms = timed_steps(args.steps, step)
     if args.graph:
         print("graph-mode")
+    if args.graphed_model:
+        print("graphed-model")
     if prof is not None:
         # Zero when the profiler got no CUDA activity (it could not take CUPTI).
         cuda = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
