@@ -2983,8 +2983,11 @@ static void engine_barrier(ag_id_t id)
         count_capture(id);
     if (kind == AG_KIND_MODULE && strstr(ag_hook_names[id], "Unload"))
         forget_kernels();
-    if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
+    if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE) {
+        AG_LOG_CAPPED(AG_LOG_DEBUG, "the program's own %s (CUPTI %s; captures under way: %d)", ag_hook_names[id],
+                      ag_cupti_attached() ? "attached" : "not attached", __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED));
         ag_cupti_app_graph();
+    }
 }
 
 /* A barrier hook's: its call goes to the driver next, timed where the engine asks (arm_wait). */
