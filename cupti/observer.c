@@ -117,6 +117,7 @@ static struct {
     } op_ns[OP_RING];
     uint64_t kernels_attributed;
     uint64_t setup_ns; /* host time spent opening, attaching and detaching CUPTI */
+    int app_graphs; /* the program captured or launched a graph of its own: finalized on the caller's thread */
 } O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -444,7 +445,7 @@ static void finalize(void)
         return;
     finalize_join();
     O.finalizes++;
-    if (ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_BACKGROUND) {
+    if (ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_BACKGROUND && !O.app_graphs) {
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
@@ -743,14 +744,20 @@ int ag_cupti_start(void)
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
 }
 
-/* The program captures or launches a graph of its own: a warm CUPTI would cost it about 5 us per graph
- * launch until a learning window's detach, which may never come. Finalized now (about 2 ms, once; a
- * program that captures its graphs before its loop pays it there). */
+/* The program captures or launches a graph of its own. From now on every finalize runs on the calling
+ * thread, and one still running on the shim's thread is waited for first: a graph of the program's
+ * launched while a learning window's kernel activity was on, and again while cuptiFinalize ran on another
+ * thread, faulted on the H200 (the engine closes a window before the program's graph launch, too). A warm
+ * CUPTI would cost each of its graph launches about 5 us until a learning window's detach, which may
+ * never come: it is finalized now (about 2 ms, once; a program that captures its graphs before its loop
+ * pays it there). */
 void ag_cupti_app_graph(void)
 {
-    if (__atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM)
-        return;
+    if (__atomic_load_n(&O.app_graphs, __ATOMIC_ACQUIRE))
+        return; /* set under O.lock after the join: no finalize runs on the shim's thread since */
     pthread_mutex_lock(&O.lock);
+    finalize_join();
+    __atomic_store_n(&O.app_graphs, 1, __ATOMIC_RELEASE);
     if (O.state == ST_WARM) {
         ag_guard++;
         uint64_t t0 = ag_now_ns();

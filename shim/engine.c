@@ -2975,6 +2975,28 @@ static void forget_kernels(void)
     each_engine(release_graphs, NULL);
 }
 
+/* The program's own capture or graph launch comes next: a learning window open in any engine closes
+ * first, and CUPTI is finalized on the program's thread from then on (ag_cupti_app_graph). On the H200 a
+ * graph of the program's (torch.cuda.graph's whole step) that it launched while a window's kernel
+ * activity was on, then launched again while cuptiFinalize ran on the shim's thread, faulted: "unspecified
+ * launch failure" (tests/gpu/owngraph_diag.sh; not with the finalize on the program's thread, nor without
+ * the activity). A window's callbacks also make each graph launch cost 200-365 us. */
+static void app_graph(ag_id_t id)
+{
+    AG_LOG_CAPPED(AG_LOG_DEBUG, "the program's own %s (CUPTI %s; captures under way: %d)", ag_hook_names[id],
+                  ag_cupti_attached() ? "attached" : "not attached", __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED));
+    ag_cupti_app_graph(); /* before a window's close below: its finalize then runs here */
+    struct engine *t = __atomic_load_n(&g_timer, __ATOMIC_ACQUIRE);
+    if (!t || ag_cupti_mode() != AG_CUPTI_LEARN)
+        return;
+    struct engine *prev = eng;
+    visit(t->idx);
+    if (E.cupti_learning)
+        cupti_learning(0);
+    unvisit();
+    use(prev);
+}
+
 static void engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
@@ -2983,11 +3005,8 @@ static void engine_barrier(ag_id_t id)
         count_capture(id);
     if (kind == AG_KIND_MODULE && strstr(ag_hook_names[id], "Unload"))
         forget_kernels();
-    if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE) {
-        AG_LOG_CAPPED(AG_LOG_DEBUG, "the program's own %s (CUPTI %s; captures under way: %d)", ag_hook_names[id],
-                      ag_cupti_attached() ? "attached" : "not attached", __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED));
-        ag_cupti_app_graph();
-    }
+    if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
+        app_graph(id);
 }
 
 /* A barrier hook's: its call goes to the driver next, timed where the engine asks (arm_wait). */

@@ -33,12 +33,17 @@
  *   counts an end that came while a finalize ran or saw one begin (CUPTI's own destructor can crash
  *   then: it rereads a global that cuptiFinalize clears), and aborts with FAKE_CUPTI_STRICT=1;
  *   FAKE_CUPTI_END_US=N makes each such destructor take N us.
+ * - A graph launched while kernel activity was on, and launched again while a cuptiFinalize runs, is
+ *   counted as faulted (aborts with FAKE_CUPTI_STRICT=1): on the H200 such a launch of a graph of the
+ *   program's (torch.cuda.graph's) failed, "unspecified launch failure" (tests/gpu/owngraph_diag.sh). Up
+ *   to TRACED_GRAPHS graphs are remembered.
  * - With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line: "fake_cupti: subscribes S
- *   set-ups U costly C finalizes F away A overlaps O during D unfinished N ended E": A finalizes ran on a
+ *   set-ups U costly C finalizes F away A overlaps O during D unfinished N ended E faulted G traced T": A finalizes ran on a
  *   thread that made no driver call (the client's own), O calls of the client came while a finalize ran
  *   (CUPTI's API is not for use then), D driver calls began while a finalize ran on another thread (the
  *   program went on meanwhile), N finalizes were still running when the process ended, E threads that
- *   CUPTI had called back ended while a finalize ran.
+ *   CUPTI had called back ended while a finalize ran, G graph launches faulted (above), T graphs were
+ *   launched while kernel activity was on.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -53,9 +58,11 @@
 #define EXPORT __attribute__((visibility("default")))
 #define NCBID CUPTI_DRIVER_TRACE_CBID_SIZE
 #define MAX_NESTED 32 /* driver calls nested inside callbacks on one thread, with their own correlation */
+#define TRACED_GRAPHS 64 /* graphs launched while kernel activity was on, remembered */
 
 EXPORT fakecupti_api_fn fakecupti_api;
 EXPORT fakecupti_kernel_fn fakecupti_kernel;
+EXPORT fakecupti_graph_fn fakecupti_graph;
 
 #define X(name) [CUPTI_DRIVER_TRACE_CBID_##name] = #name,
 static const char *const driver_names[NCBID] = {
@@ -98,6 +105,9 @@ static struct {
     unsigned overlaps; /* client calls (this file's API) made while a finalize ran */
     unsigned during;   /* driver calls that began while a finalize ran on another thread */
     unsigned ended;    /* threads called back that ended while a finalize ran */
+    unsigned faulted;  /* launches of a graph launched under kernel activity, while a finalize ran */
+    const void *traced[TRACED_GRAPHS]; /* graphs launched while kernel activity was on */
+    unsigned ntraced;
     unsigned finalize_starts;
     pthread_key_t key; /* the state per thread (when key_gen is odd: made and not deleted) */
     unsigned key_gen;
@@ -513,6 +523,26 @@ out:
     pthread_mutex_unlock(&fk.mu);
 }
 
+void fakecupti_graph(const void *exec)
+{
+    pthread_mutex_lock(&fk.mu);
+    int traced = 0;
+    for (unsigned i = 0; i < fk.ntraced && !traced; i++)
+        traced = fk.traced[i] == exec;
+    if (traced && fk.finalizing) {
+        fk.faulted++;
+        const char *strict = getenv("FAKE_CUPTI_STRICT");
+        if (strict && strcmp(strict, "1") == 0) {
+            fprintf(stderr, "fake_cupti: a graph launched under kernel activity, launched again while cuptiFinalize "
+                            "runs (FAKE_CUPTI_STRICT=1; the H200 faulted there)\n");
+            abort();
+        }
+    }
+    if (!traced && (fk.kernel_on || fk.concurrent_on) && fk.ntraced < TRACED_GRAPHS)
+        fk.traced[fk.ntraced++] = exec;
+    pthread_mutex_unlock(&fk.mu);
+}
+
 /* Everything ends: the subscription, the activity callbacks and kinds (the current buffer goes back to
  * the client first), and the set-up, which the next cuptiSubscribe pays again. */
 CUptiResult EXPORT cuptiFinalize(void)
@@ -549,7 +579,7 @@ __attribute__((destructor)) static void report(void)
         return;
     pthread_mutex_lock(&fk.mu);
     fprintf(stderr, "fake_cupti: subscribes %u set-ups %u costly %u finalizes %u away %u overlaps %u during %u "
-                    "unfinished %d ended %u\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes, fk.away,
-            fk.overlaps, fk.during, fk.finalizing, fk.ended);
+                    "unfinished %d ended %u faulted %u traced %u\n", fk.subscribes, fk.setups, fk.costly, fk.finalizes,
+            fk.away, fk.overlaps, fk.during, fk.finalizing, fk.ended, fk.faulted, fk.ntraced);
     pthread_mutex_unlock(&fk.mu);
 }

@@ -1,4 +1,4 @@
-/* fake_cupti.h: TEST DOUBLE. The two test-only entry points of the stand-in libcupti (fake_cupti.c)
+/* fake_cupti.h: TEST DOUBLE. The three test-only entry points of the stand-in libcupti (fake_cupti.c)
  * through which fakecuda, the stand-in libcuda, reports what the real driver reports to CUPTI. fakecuda
  * looks them up at run time (it never links the stand-in), so only their types are shared here. */
 #ifndef FAKE_CUPTI_H
@@ -19,5 +19,9 @@ typedef uint32_t fakecupti_api_fn(uint32_t cbid, const char *name, int site);
  * id fakecupti_api gave the driver call that launched it (for a graph's kernel, the cuGraphLaunch), 0
  * when no traced call did. Never calls back into the client. */
 typedef void fakecupti_kernel_fn(uint64_t start_ns, uint64_t end_ns, uint32_t correlation);
+
+/* A graph exec is launched (before its nodes are enqueued). One launched while kernel activity is on is
+ * remembered; launched again while a cuptiFinalize runs it is counted as faulted (fake_cupti.c). */
+typedef void fakecupti_graph_fn(const void *exec);
 
 #endif

@@ -19,7 +19,9 @@
 #                    window may open, ahead of the kernels following that point, each seen once before)
 #   own_graph        the same loop launching a graph of its own every iteration: the warm CUPTI is
 #                    finalized at the first one (it would slow each graph launch), before any window;
-#                    and a graph captured before the loop, never launched: finalized at the capture
+#                    a graph captured before the loop, never launched: finalized at the capture; and a
+#                    repeating loop with its graph: no graph of the program's is launched under a window's
+#                    kernel activity and then during a finalize (the H200 faulted there)
 #   gpu_bound        kernels that keep the GPU busy far longer than the host takes to issue them: timed
 #                    while learning, the segment stays on plain launches (AUTOGRAPH_GPU_BOUND=0 graphs it)
 #   model_plan       the host works 800 us after the 4th of 15 launches of 20 us each: the learning window
@@ -29,9 +31,9 @@
 #                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
 #   detach           each cuptiFinalize of the stand-in takes 20 ms (100 ms in the second part): in the background
 #                    (the default) it runs on a thread of the shim's, no CUPTI call of the shim's comes
-#                    while it runs (a window attaching right after the program's own first graph launch
-#                    waits for the finalize that launch started), and the process ends after it; inline
-#                    (AUTOGRAPH_CUPTI_DETACH=inline) the program waits for it; identical output in each
+#                    while it runs, and the process ends after it; inline (AUTOGRAPH_CUPTI_DETACH=inline)
+#                    the program waits for it; once the program launched a graph of its own, it waits in
+#                    either mode; identical output in each
 #   thread_ends      threads CUPTI called back end while the shim finalizes CUPTI: each end waits for a
 #                    running finalize, and a finalize for ends in progress (CUPTI's per-thread destructor
 #                    rereads a global cuptiFinalize clears); identical output
@@ -107,15 +109,15 @@ PY
 }
 
 # fake NAME WHAT: the stand-in libcupti's count WHAT (subscribes, set-ups, costly, finalizes, away,
-# overlaps, during, unfinished, ended: tests/cupti/fake_cupti.c) at exit
+# overlaps, during, unfinished, ended, faulted, traced: tests/cupti/fake_cupti.c) at exit
 fake() { awk -v w="$2" '/^fake_cupti: subscribes/ { for (i = 2; i < NF; i++) if ($i == w) { print $(i + 1); exit } }' "$tmp/$1.err"; }
 
 # expect_fake NAME EXPR: EXPR over the stand-in's counts (python names subscribes, setups, costly,
-# finalizes, away, overlaps, during, unfinished, ended) and the shim's statistics s and c holds
+# finalizes, away, overlaps, during, unfinished, ended, faulted, traced) and the shim's statistics s and c holds
 expect_fake() {
-    local names="subscribes set-ups costly finalizes away overlaps during unfinished ended" vals=() n
+    local names="subscribes set-ups costly finalizes away overlaps during unfinished ended faulted traced" vals=() n
     for n in $names; do vals+=("$(fake "$1" "$n")"); done
-    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes, away, overlaps, during, unfinished, ended: %s)' "$2")($(IFS=,; echo "${vals[*]}"))"
+    expect "$1" "$(printf '(lambda subscribes, setups, costly, finalizes, away, overlaps, during, unfinished, ended, faulted, traced: %s)' "$2")($(IFS=,; echo "${vals[*]}"))"
 }
 
 # warnings NAME [PATTERN]: the shim's warning lines (those matching PATTERN)
@@ -254,14 +256,14 @@ detach)
     same p inl
     expect_fake inl "finalizes == c['finalizes'] >= 1 and away == 0 and during == 0 and overlaps == 0"
     expect inl "c['finalize_background_ms'] == 0 and $replayed"
-    # finalized at the program's first graph launch, in the background; the window that opens soon after
-    # subscribes only once that finalize ended (100 ms here, so that the window comes during it even on a
-    # loaded machine)
+    # A program with graphs of its own: finalized at its first graph launch, and at the window's close
+    # after it, on the program's thread (a graph of the program's must not be launched while a finalize
+    # runs on another thread: own_graph below), 100 ms each here; nothing overlaps
     plain q --no-unhooked --never-repeat --own-graph
     shim og FAKE_CUPTI_FINALIZE_US=100000 -- --no-unhooked --never-repeat --own-graph
     same q og
-    expect_fake og "finalizes == 2 and away == 2 and overlaps == 0 and unfinished == 0 and c['attaches'] >= 1"
-    expect og "c['finalize_joins_waited'] >= 1"
+    expect_fake og "finalizes == 2 and away == 0 and overlaps == 0 and unfinished == 0 and faulted == 0 and c['attaches'] >= 1"
+    expect og "c['finalize_background_ms'] == 0 and c['finalize_joins_waited'] == 0"
     ;;
 own_graph)
     plain p --no-unhooked --never-repeat --own-graph
@@ -277,6 +279,18 @@ own_graph)
     same pc cap
     expect cap "c.get('finalizes') == c.get('detaches') + 1 and c.get('warmed') is True"
     expect_fake cap "finalizes == c['finalizes'] and costly == c['attaches']"
+    # A loop that repeats, its graph launched after its kernels in every iteration. On the H200 a graph of
+    # the program's (torch.cuda.graph's whole step) that it launched while a learning window's kernel
+    # activity was on, then launched again while cuptiFinalize ran on the shim's thread, faulted: the
+    # stand-in counts such launches (faulted) and aborts at one (FAKE_CUPTI_STRICT); each finalize takes
+    # 20 ms and each iteration over 0.5 ms (--host-us), so that later iterations' graph launches come
+    # during it (19-37 did, before). A window closes before the program's graph launch (none launched
+    # under the activity: traced), and the program's thread finalizes (away); the loop still replays.
+    plain pr --no-unhooked --own-graph --iters 60 --host-us 500
+    shim rep FAKE_CUPTI_STRICT=1 FAKE_CUPTI_FINALIZE_US=20000 -- --no-unhooked --own-graph --iters 60 --host-us 500
+    same pr rep
+    expect_fake rep "faulted == 0 and traced == 0 and away == 0 and overlaps == 0 and finalizes == c['finalizes'] >= 2"
+    expect rep "c['attaches'] >= 1 and $replayed"
     ;;
 attach_point)
     # CUPTI attaches where a chunk seen the second time ends (iteration 3's first 8 launches: none of them

@@ -14,6 +14,7 @@
 
 static _Atomic(fakecupti_api_fn *) api_fn;
 static _Atomic(fakecupti_kernel_fn *) kernel_fn;
+static _Atomic(fakecupti_graph_fn *) graph_fn;
 static atomic_ullong scanned_adds; /* the loader's object count at the last scan */
 
 _Thread_local uint32_t fc_tl_correlation;
@@ -51,7 +52,8 @@ static void find_stand_in(void)
     if (adds == atomic_load(&scanned_adds))
         return; /* nothing loaded since the last look */
     atomic_store(&scanned_adds, adds);
-    void *api = dlsym(RTLD_DEFAULT, "fakecupti_api"), *kernel = dlsym(RTLD_DEFAULT, "fakecupti_kernel");
+    void *api = dlsym(RTLD_DEFAULT, "fakecupti_api"), *kernel = dlsym(RTLD_DEFAULT, "fakecupti_kernel"),
+         *graph = dlsym(RTLD_DEFAULT, "fakecupti_graph");
     obj_names o = {NULL, 0};
     if (!api)
         dl_iterate_phdr(collect_name, &o);
@@ -61,13 +63,15 @@ static void find_stand_in(void)
             /* The stand-in is linked -z nodelete: the pointers outlive this handle. */
             api = dlsym(h, "fakecupti_api");
             kernel = dlsym(h, "fakecupti_kernel");
+            graph = dlsym(h, "fakecupti_graph");
             dlclose(h);
         }
         free(o.names[i]);
     }
     free(o.names);
-    if (api && kernel) {
+    if (api && kernel && graph) {
         atomic_store(&kernel_fn, (fakecupti_kernel_fn *)kernel);
+        atomic_store(&graph_fn, (fakecupti_graph_fn *)graph);
         atomic_store(&api_fn, (fakecupti_api_fn *)api);
     }
 }
@@ -80,6 +84,13 @@ uint32_t fc_cupti_api(uint32_t cbid, const char *name, int site)
         fn = atomic_load_explicit(&api_fn, memory_order_acquire);
     }
     return fn ? fn(cbid, name, site) : 0;
+}
+
+void fc_cupti_graph(const void *exec)
+{
+    fakecupti_graph_fn *fn = atomic_load_explicit(&graph_fn, memory_order_acquire);
+    if (fn)
+        fn(exec);
 }
 
 uint64_t fc_cupti_kernel_start(void)

@@ -417,6 +417,7 @@ static CUresult fc_graph_launch(CUgraphExec hx, CUstream hs, int ptds)
     if (r) return r;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no child-graph nodes in the fake */
     if ((r = fc_legacy_capture_check(s, 1))) return r;
+    fc_cupti_graph(x);
     fc_spend(fc_g.graph_ns);
     /* Kahn's algorithm with a random pick among ready nodes: one of the DAG's valid orders. */
     size_t n = x->n, nready = 0, *indeg = calloc(n + 1, sizeof(size_t)), *ready = calloc(n + 1, sizeof(size_t));

@@ -266,6 +266,8 @@ int fc_launch_dup(const fc_launch *src, fc_launch *dst);
 /* cupti: reports to the stand-in libcupti of tests/cupti, when one is loaded. fc_cupti_api returns the
  * call's correlation id (0 while no stand-in is loaded). */
 uint32_t fc_cupti_api(uint32_t cbid, const char *name, int site);
+/* A graph exec is launched (the stand-in models CUPTI's hazard there: fake_cupti.h). */
+void fc_cupti_graph(const void *exec);
 /* A kernel's clock: the start, taken before it runs, and the report, after it ran (under the lock),
  * with the correlation id of the op that ran it. */
 uint64_t fc_cupti_kernel_start(void);
