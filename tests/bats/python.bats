@@ -179,7 +179,8 @@ PY
     own_graphs "$d" 400  # a forward and a backward graph a step
     echo "# launches replayed (the loss, its backward and AdamW between the program's graphs):" \
         "$(stat "$d/stats.json" replay.launches_replayed) of $(stat "$d/stats.json" launches)" >&3
-    replayed_at_least "$d" 50
+    # 89.2-91.1% of 36.3 launches a step in three runs on the H200 (2026-12-03)
+    replayed_at_least "$d" 80
 }
 
 @test "reduceoverhead: torch.compile training step in its reduce-overhead mode (CUDA graphs of its own), 40 steps: identical losses" {
