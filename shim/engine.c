@@ -2984,7 +2984,8 @@ static void forget_kernels(void)
 static void app_graph(ag_id_t id)
 {
     AG_LOG_CAPPED(AG_LOG_DEBUG, "the program's own %s (CUPTI %s; captures under way: %d)", ag_hook_names[id],
-                  ag_cupti_attached() ? "attached" : "not attached", __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED));
+                  ag_cupti_attached() ? "attached" : "not attached",
+                  __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED));
     ag_cupti_app_graph(); /* before a window's close below: its finalize then runs here */
     struct engine *t = __atomic_load_n(&g_timer, __ATOMIC_ACQUIRE);
     if (!t || ag_cupti_mode() != AG_CUPTI_LEARN)

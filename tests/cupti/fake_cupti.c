@@ -38,12 +38,12 @@
  *   program's (torch.cuda.graph's) failed, "unspecified launch failure" (tests/gpu/owngraph_diag.sh). Up
  *   to TRACED_GRAPHS graphs are remembered.
  * - With FAKE_CUPTI_REPORT=1 the counts go to stderr at exit, one line: "fake_cupti: subscribes S
- *   set-ups U costly C finalizes F away A overlaps O during D unfinished N ended E faulted G traced T": A finalizes ran on a
- *   thread that made no driver call (the client's own), O calls of the client came while a finalize ran
- *   (CUPTI's API is not for use then), D driver calls began while a finalize ran on another thread (the
- *   program went on meanwhile), N finalizes were still running when the process ended, E threads that
- *   CUPTI had called back ended while a finalize ran, G graph launches faulted (above), T graphs were
- *   launched while kernel activity was on.
+ *   set-ups U costly C finalizes F away A overlaps O during D unfinished N ended E faulted G traced T": A
+ *   finalizes ran on a thread that made no driver call (the client's own), O calls of the client came
+ *   while a finalize ran (CUPTI's API is not for use then), D driver calls began while a finalize ran on
+ *   another thread (the program went on meanwhile), N finalizes were still running when the process
+ *   ended, E threads that CUPTI had called back ended while a finalize ran, G graph launches faulted
+ *   (above), T graphs were launched while kernel activity was on.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
