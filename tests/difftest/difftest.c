@@ -834,7 +834,7 @@ static void make_own_graph(prog_t *p)
     int slot = p->nslots - 1;
     if (dt_below(&gr, 4) != 0 || p->swap[slot] >= 0 || !p->kset[K_SCALE]) return;
     dt_sum_t *S = &p->sum;
-    static float a = 0.75f, b = 0.125f; /* read when the node is added (its parameters are copied) */
+    float a = 0.75f, b = 0.125f; /* copied when the node is added, as n is */
     int n = slot_n(p, slot);
     void *args[] = {&p->buf[slot], &a, &b, &n};
     CUDA_KERNEL_NODE_PARAMS kp;
