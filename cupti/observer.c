@@ -117,7 +117,7 @@ static struct {
     } op_ns[OP_RING];
     uint64_t kernels_attributed;
     uint64_t setup_ns; /* host time spent opening, attaching and detaching CUPTI */
-    int app_graphs; /* the program captured or launched a graph of its own: finalized on the caller's thread */
+    int app_graphs; /* the program captured or launched a graph of its own */
 } O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -248,6 +248,60 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     free(buffer);
 }
 
+/* ---- graph launches against cuptiFinalize ----
+ * On the H200 a graph launched while CUPTI's kernel activity was on, then launched again while
+ * cuptiFinalize ran on another thread, faulted ("unspecified launch failure": torch.cuda.graph's whole
+ * step, tests/gpu/owngraph_diag.sh). Graphs that never ran under the activity are launched during
+ * finalizes in every run, and so are graphs captured and instantiated under it (the shim's own: a chunk's
+ * first graph is built before its window closes, then launched while the finalize runs on the shim's
+ * thread). So every graph launch, the shim's and the program's, holds the read side of GR.rw around its
+ * driver call and counts whether the activity was on (traced); the activity is turned on under the write
+ * side, so a launch either saw it on or came before it. Once any launch was traced, every finalize holds
+ * the write side while it runs and graph launches wait for it (2-3.5 ms on the H200); before that the
+ * write side is only passed through (the launches in flight end first) and finalizes run beside graph
+ * launches. A launch is traced only where a window opens on another thread between the engine's check and
+ * the driver call (the engine closes a window before a graph launch, its own or the program's, and runs a
+ * chunk eagerly while another engine's is open), or in AUTOGRAPH_CUPTI=always. Writers first: launches
+ * back to back from several threads could keep a finalize waiting otherwise (no thread takes the read
+ * side twice: the depth below). */
+static struct {
+    pthread_rwlock_t rw;
+    atomic_uint traced;    /* graph launches made while the kernel activity was on (never reset) */
+    atomic_uint exclusive; /* finalizes that held graph launches off */
+} GR = {.rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP};
+static AG_TLS int tl_graph_depth;
+
+void ag_cupti_graph_enter(void)
+{
+    if (tl_graph_depth++)
+        return;
+    pthread_rwlock_rdlock(&GR.rw);
+    if (__atomic_load_n(&O.timing, __ATOMIC_RELAXED))
+        atomic_fetch_add_explicit(&GR.traced, 1, memory_order_relaxed);
+}
+
+void ag_cupti_graph_leave(void)
+{
+    if (--tl_graph_depth == 0)
+        pthread_rwlock_unlock(&GR.rw);
+}
+
+/* The write side (graph launches in flight end first): 1, or 0 on a thread inside a graph launch of its
+ * own (cannot be: CUPTI is only attached and finalized outside them; taking it there would never return). */
+static int graphs_hold(void)
+{
+    if (tl_graph_depth)
+        return 0;
+    pthread_rwlock_wrlock(&GR.rw);
+    return 1;
+}
+
+static void graphs_release(void)
+{
+    if (!tl_graph_depth)
+        pthread_rwlock_unlock(&GR.rw);
+}
+
 /* ---- attach / detach (under O.lock) ---- */
 
 static void set_callbacks(int on)
@@ -261,7 +315,9 @@ static void set_timing(int on)
     if (!O.activity || O.timing == on)
         return;
     if (on) {
+        graphs_hold(); /* a graph launch in flight came before the activity, the next ones see it on */
         O.timing = O.act_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+        graphs_release();
     } else {
         O.act_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
         O.timing = 0;
@@ -394,7 +450,15 @@ static void finalize_excluding_ends(void)
     }
     X.finalizing = 1;
     pthread_mutex_unlock(&X.mu);
+    int excluding = graphs_hold();
+    if (excluding && !atomic_load(&GR.traced)) {
+        graphs_release(); /* no graph ran under the activity: graph launches go on beside the finalize */
+        excluding = 0;
+    }
+    atomic_fetch_add(&GR.exclusive, (unsigned)excluding);
     O.finalize();
+    if (excluding)
+        graphs_release();
     pthread_mutex_lock(&X.mu);
     X.finalizing = 0;
     pthread_cond_broadcast(&X.cv);
@@ -445,7 +509,7 @@ static void finalize(void)
         return;
     finalize_join();
     O.finalizes++;
-    if (ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_BACKGROUND && !O.app_graphs) {
+    if (ag_opt(AG_OPT_CUPTI_DETACH)->num == AG_CUPTI_DETACH_BACKGROUND) {
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
@@ -744,19 +808,15 @@ int ag_cupti_start(void)
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
 }
 
-/* The program captures or launches a graph of its own. From now on every finalize runs on the calling
- * thread, and one still running on the shim's thread is waited for first: a graph of the program's
- * launched while a learning window's kernel activity was on, and again while cuptiFinalize ran on another
- * thread, faulted on the H200 (the engine closes a window before the program's graph launch, too). A warm
- * CUPTI would cost each of its graph launches about 5 us until a learning window's detach, which may
- * never come: it is finalized now (about 2 ms, once; a program that captures its graphs before its loop
- * pays it there). */
+/* The program captures or launches a graph of its own (the first time). A warm CUPTI would cost each of
+ * its graph launches about 5 us until a learning window's detach, which may never come: it is finalized
+ * now (about 2 ms, once; a program that captures its graphs before its loop pays it there). What keeps
+ * its graphs away from a finalize is GR, as for the shim's own. */
 void ag_cupti_app_graph(void)
 {
     if (__atomic_load_n(&O.app_graphs, __ATOMIC_ACQUIRE))
-        return; /* set under O.lock after the join: no finalize runs on the shim's thread since */
+        return;
     pthread_mutex_lock(&O.lock);
-    finalize_join();
     __atomic_store_n(&O.app_graphs, 1, __ATOMIC_RELEASE);
     if (O.state == ST_WARM) {
         ag_guard++;
@@ -877,10 +937,12 @@ void ag_cupti_stats(FILE *f)
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
                "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u, \"finalize_background_ms\": %.3f, "
                "\"finalize_joins_waited\": %u, \"thread_ends_waited\": %u, \"finalizes_waited_for_ends\": %u,\n"
+               "    \"app_graphs\": %s, \"graph_launches_traced\": %u, \"finalizes_holding_graphs\": %u,\n"
                "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
             (double)O.warm_ns / 1e6, O.finalizes, (double)atomic_load(&F.ns) / 1e6, atomic_load(&F.joins_waited),
             atomic_load(&X.ends_waited), atomic_load(&X.finalizes_waited),
+            O.app_graphs ? "true" : "false", atomic_load(&GR.traced), atomic_load(&GR.exclusive),
             (double)O.setup_ns / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)

@@ -33,11 +33,13 @@ enum {
     FB_CONTEXT,
     FB_UNHOOKED,
     FB_STALLED,
+    FB_WINDOW,
     FB_COUNT
 };
 static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
                                                "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
-                                               "other_context", "unhooked_call", "stalled"};
+                                               "other_context", "unhooked_call", "stalled",
+                                               "other_window"};
 
 /* AUTOGRAPH_CUPTI=learn: CUPTI is attached when work repeats that the guard has not watched yet (a
  * chunk seen the second time); a program that never repeats never attaches. Until a first window has
@@ -925,14 +927,20 @@ static int staged(void)
     return ag_stage_held() || (last && last->kind == OP_D2H && last->stage >= 0);
 }
 
-/* Before a graph launch: a learning window closes (callbacks make a graph launch cost 200-365 us,
- * counted in setup_ns); another engine's closes at that engine's next operation. */
-static void window_before_graph(void)
+/* Before a graph launch: this engine's learning window closes (callbacks make a graph launch cost
+ * 200-365 us, counted in setup_ns); another engine's closes at that engine's next operation, and while
+ * its kernel activity is on the chunk runs eagerly (1): a graph launched under the activity must not be
+ * launched again during the window's cuptiFinalize (observer.c, GR), which would then hold every graph
+ * launch off while it runs (2-3.5 ms on the H200). */
+static int window_before_graph(void)
 {
     if (E.cupti_learning)
         cupti_learning(0);
-    else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN)
+    else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN) {
         __atomic_store_n(&g_window_close, 1, __ATOMIC_RELAXED);
+        return ag_cupti_timing();
+    }
+    return 0;
 }
 
 /* Patches graph g with chunk c's arguments (where patch) and launches it, then records the chunk's events
@@ -1011,7 +1019,10 @@ static void complete(ag_variant_t *v, int may_post)
         E.build_ns += ag_now_ns() - t0;
         E.graphs_at_second += v->seen <= 2;
     }
-    window_before_graph();
+    if (window_before_graph()) {
+        flush_eager(FB_WINDOW); /* (its graph stays, for the next sighting) */
+        return;
+    }
     if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
         !gpu_paced()) {
         if (post_job(v, g, !fresh) == 0) {
@@ -1355,6 +1366,24 @@ static ag_variant_t *completing(int at_barrier)
 
 /* What was expected did not come. Counted whenever candidates were expected, also when nothing was
  * held back yet (a new shape at a chunk's start). */
+/* AUTOGRAPH_LOG=trace: what broke the match (where, against how many candidates, which operation). */
+static void trace_mismatch(const ag_op_t *o, uint32_t pos, int ncand, const char *what)
+{
+    const char *name = NULL;
+    if (o && o->kind == OP_KERNEL) {
+        ag_guard++;
+        if (!ag_drv.cuFuncGetName || ag_drv.cuFuncGetName(&name, o->f) != CUDA_SUCCESS)
+            if (!ag_drv.cuKernelGetName || ag_drv.cuKernelGetName(&name, (CUkernel)o->f) != CUDA_SUCCESS)
+                name = NULL;
+        ag_guard--;
+    }
+    ag_log(AG_LOG_TRACE, "engine %d: %s at chunk position %u (%d candidates, the first %u long), segment operation "
+                         "%llu: %s %.80s grid %u,%u,%u block %u,%u,%u smem %u stream %p", E.idx, what, pos, ncand,
+           ncand ? E.mlen[0] : 0, (unsigned long long)(E.ops - E.seg_op0), o ? (o->kind == OP_KERNEL ? "kernel" : "operation of kind") : "barrier",
+           name ? name : "", o ? o->grid[0] : 0, o ? o->grid[1] : 0, o ? o->grid[2] : 0, o ? o->block[0] : 0,
+           o ? o->block[1] : 0, o ? o->block[2] : 0, o ? o->smem : 0, o ? (void *)o->stream : NULL);
+}
+
 static void fallback(int reason)
 {
     if (E.ncand)
@@ -1869,7 +1898,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     }
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
-        int k = 0;
+        int k = 0, had = E.nmatch;
         for (int i = 0; i < E.nmatch; i++)
             if (E.mlen[i] > pos && E.msigs[i][pos] == sig) {
                 E.match[k] = E.match[i];
@@ -1880,6 +1909,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         if (t0 && sample_phased)
             sample_ts[TS_MATCHED] = ag_now_ns();
         if (!k) {
+            if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
+                trace_mismatch(o, pos, had, "no candidate goes on with this");
             fallback(FB_MISMATCH);
         } else if (E.ntainted && tainted(sig)) {
             fallback(FB_UNDEFERRABLE); /* failed when issued once: CUDA must report it again, at the call */
@@ -1984,8 +2015,11 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (step) {
         settle(); /* closing a chunk may evict variants and their graphs */
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
-        if (E.npending && !c)
+        if (E.npending && !c) {
+            if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
+                trace_mismatch(step == 2 ? NULL : o, E.learner.chunk_pos, E.nmatch, "no candidate ends here");
             fallback(FB_MISMATCH);
+        }
         ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);
         E.nrecs = 0; /* a record of an earlier chunk is one the next chunk's graph waits for at launch */
         sighted(v);
@@ -2976,17 +3010,16 @@ static void forget_kernels(void)
 }
 
 /* The program's own capture or graph launch comes next: a learning window open in any engine closes
- * first, and CUPTI is finalized on the program's thread from then on (ag_cupti_app_graph). On the H200 a
- * graph of the program's (torch.cuda.graph's whole step) that it launched while a window's kernel
- * activity was on, then launched again while cuptiFinalize ran on the shim's thread, faulted: "unspecified
- * launch failure" (tests/gpu/owngraph_diag.sh; not with the finalize on the program's thread, nor without
- * the activity). A window's callbacks also make each graph launch cost 200-365 us. */
+ * first. A window's callbacks make each graph launch cost 200-365 us on the H200, and a graph launched under
+ * its kernel activity must not be launched again while cuptiFinalize runs (observer.c, GR: the driver call
+ * itself holds finalizes off; this keeps the program's graphs from being traced at all, but for a window
+ * another thread opens before the call). A CUPTI still warm from cuInit is finalized at the first one. */
 static void app_graph(ag_id_t id)
 {
     AG_LOG_CAPPED(AG_LOG_DEBUG, "the program's own %s (CUPTI %s; captures under way: %d)", ag_hook_names[id],
                   ag_cupti_attached() ? "attached" : "not attached",
                   __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED));
-    ag_cupti_app_graph(); /* before a window's close below: its finalize then runs here */
+    ag_cupti_app_graph();
     struct engine *t = __atomic_load_n(&g_timer, __ATOMIC_ACQUIRE);
     if (!t || ag_cupti_mode() != AG_CUPTI_LEARN)
         return;

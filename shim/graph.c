@@ -635,8 +635,11 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
     for (uint32_t i = 0; r == CUDA_SUCCESS && i < c->n; i++)
         if (c->ops[i].kind == OP_EVWAIT && c->ops[i].rec_idx < 0)
             r = ag_issue_event(&c->ops[i], s0, c->ops[i].event);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        ag_cupti_graph_enter();
         r = REAL(cuGraphLaunch)(g->exec, s0);
+        ag_cupti_graph_leave();
+    }
     if (r != CUDA_SUCCESS)
         return r;
     /* From here on the graph's work is issued: what follows cannot be undone by an eager re-issue, so

@@ -294,6 +294,11 @@ void ag_engine_stats(FILE *f, uint64_t launches);
 int ag_cupti_start(void);
 /* The program captures or launches a graph of its own: a CUPTI still warm from cuInit is finalized. */
 void ag_cupti_app_graph(void);
+/* Around a graph launch's driver call, the shim's or the program's: no cuptiFinalize runs meanwhile once
+ * a graph was launched under the kernel activity (observer.c, GR). Paired on the calling thread; nested
+ * calls take nothing more. */
+void ag_cupti_graph_enter(void);
+void ag_cupti_graph_leave(void);
 /* Launches CUPTI saw on API entry; -1 when the observer is not running. */
 long long ag_cupti_launches(void);
 /* AUTOGRAPH_CUPTI=learn: the engine learns (1: callbacks and timings on) or replays graphs (0: off). */

@@ -25,7 +25,9 @@
 /* A barrier: whatever the engine holds back is issued first (in order), then the call goes to the
  * driver; where the engine asked for it, how long the call blocked is weighed once it returns. A capture
  * that fails to begin is reported back so the engine does not wait for its end. */
-#define AG_BARRIER_(name, params, args, engine_call)                                                  \
+#define AG_BARRIER_(name, params, args, engine_call) AG_BARRIER_AROUND_(name, params, args, engine_call, , )
+/* ... with `before` and `after` (statements) right around the driver call. */
+#define AG_BARRIER_AROUND_(name, params, args, engine_call, before, after)                            \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
         ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
@@ -35,7 +37,9 @@
         ag_hook_depth++;                                                                              \
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             engine_call;                                                                              \
+        before;                                                                                       \
         CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
+        after;                                                                                        \
         ag_wait_done();                                                                               \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
             atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
@@ -44,6 +48,11 @@
         return r_;                                                                                    \
     }
 #define AG_BARRIER(name, params, args) AG_BARRIER_(name, params, args, ag_engine_barrier(AG_ID_##name))
+/* The program's graph launch: a barrier whose driver call no cuptiFinalize may overlap where it must not
+ * (ag_cupti_graph_enter). */
+#define AG_GRAPH_BARRIER(name, params, args)                                                          \
+    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), ag_cupti_graph_enter(),   \
+                       ag_cupti_graph_leave())
 /* A sync or query: a barrier, but one that a thread which never issued work may pass through where it
  * cannot observe held work (ag_engine_observe). AG_OBS_<name>: the events it observes (NULL, NULL for a
  * stream or the context), and the stream it syncs or queries (NULL for the others). */
@@ -173,7 +182,7 @@
 #define AG_GEN_HOSTFN AG_BARRIER
 #define AG_GEN_MEMOP AG_BARRIER
 #define AG_GEN_FREE AG_BARRIER
-#define AG_GEN_GRAPH AG_BARRIER
+#define AG_GEN_GRAPH AG_GRAPH_BARRIER
 #define AG_GEN_CAPTURE AG_BARRIER
 #define AG_GEN_MODULE AG_BARRIER
 /* A context's end (cuCtxDestroy, a primary context's release or reset): a barrier before it, and after

@@ -46,8 +46,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                              "on the H200 host): 'background' on a thread of the shim's while the program "
                              "goes on (callbacks, kernel activity and the subscription are off and the "
                              "records flushed before it starts, and CUPTI is not touched again until it "
-                             "ended); 'inline' on the program's thread, which waits for it. Once the program "
-                             "has captured or launched a CUDA graph of its own, every finalize is inline."},
+                             "ended); 'inline' on the program's thread, which waits for it. Either way, once a "
+                             "CUDA graph was launched while CUPTI timed kernels, graph launches wait while a "
+                             "finalize runs."},
     [AG_OPT_CUPTI_TIMING] = {"AUTOGRAPH_CUPTI_TIMING", AG_OPT_ENUM, "on", "off|on",
                              "Whether CUPTI's learning windows (and 'always') time kernels with its activity "
                              "API. 'on': a segment never timed runs once more on plain launches under a window to "

@@ -5,7 +5,7 @@
  * Usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] [--spin-us U] [--never-repeat]
  *                   [--novel-until K] [--sync-until K] [--segments K] [--own-graph | --own-capture]
  *                   [--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U]
- *                   [--no-copy] [--side-threads MS]
+ *                   [--no-copy] [--side-threads MS] [--graph-thread US]
  *   --no-unhooked  no unhooked launch: a loop the shim may replay with CUPTI detached
  *   --unhooked-from K  the unhooked launch only from iteration K on: it first appears while the shim
  *                  already holds work back (replaying), not while it learns
@@ -37,7 +37,11 @@
  *                  per iteration, as launch_bound's
  *   --side-threads MS  each iteration starts a thread that queries a stream of a context of its own (a
  *                  call CUPTI calls back), waits MS milliseconds and ends: threads keep ending all run long,
- *                  some while the shim finalizes CUPTI */
+ *                  some while the shim finalizes CUPTI
+ *   --graph-thread US  a thread of the program launches a graph of its own (one empty node) on a stream of
+ *                  its own in the primary context, then waits US microseconds, again and again until the
+ *                  loop ends: graph launches on one thread while the loop's engine opens and closes
+ *                  learning windows on another */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cupti.h>
@@ -191,6 +195,30 @@ static void *side_main(void *arg)
     return NULL;
 }
 
+/* --graph-thread: the program's graph launched on a thread of its own until the loop ends */
+static long graph_thread_us = -1;
+static CUgraphExec graph_thread_exec;
+static CUcontext graph_thread_ctx;
+static int graph_thread_stop;
+static unsigned long graph_thread_launches;
+
+static void *graph_main(void *arg)
+{
+    (void)arg;
+    CUstream s;
+    CK(cuCtxSetCurrent(graph_thread_ctx));
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    struct timespec d = {graph_thread_us / 1000000, graph_thread_us % 1000000 * 1000L};
+    while (!__atomic_load_n(&graph_thread_stop, __ATOMIC_ACQUIRE)) {
+        CK(cuGraphLaunch(graph_thread_exec, s));
+        graph_thread_launches++;
+        nanosleep(&d, NULL);
+    }
+    CK(cuStreamSynchronize(s));
+    CK(cuStreamDestroy(s));
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 40, before = BEFORE, after = AFTER, unhooked = 1, unhooked_from = 0, profiler = 0, never_repeat = 0, own_graph = 0, own_capture = 0;
@@ -236,12 +264,14 @@ int main(int argc, char **argv)
             side_ms = atol(argv[++i]);
         else if (strcmp(argv[i], "--no-copy") == 0)
             copy = 0;
+        else if (strcmp(argv[i], "--graph-thread") == 0 && i + 1 < argc)
+            graph_thread_us = atol(argv[++i]);
         else {
             fprintf(stderr, "usage: guard_prog [--iters N] [--no-unhooked | --unhooked-from K] [--profiler] "
                             "[--spin-us U] [--never-repeat] [--novel-until K] [--sync-until K] [--segments K] "
                             "[--own-graph | --own-capture] "
                             "[--host-us U] [--before N] [--after N] [--drift K] [--contexts 2] [--slow-iter K:U] [--no-copy] "
-                            "[--side-threads MS]\n");
+                            "[--side-threads MS] [--graph-thread US]\n");
             return 2;
         }
     }
@@ -285,13 +315,21 @@ int main(int argc, char **argv)
     CUfunction affine = affines[0], mix = mixes[0];
     CUdeviceptr x = xs[0];
     CUgraphExec own = NULL;
-    if (own_graph) {
+    for (int k = 0; k < 2; k++) {
+        if (!(k == 0 ? own_graph : graph_thread_us >= 0))
+            continue;
         CUgraph g;
         CUgraphNode node;
         CK(cuGraphCreate(&g, 0));
         CK(cuGraphAddEmptyNode(&node, g, NULL, 0));
-        CK(cuGraphInstantiateWithFlags(&own, g, 0));
+        CK(cuGraphInstantiateWithFlags(k == 0 ? &own : &graph_thread_exec, g, 0));
         CK(cuGraphDestroy(g));
+    }
+    pthread_t graph_thread;
+    graph_thread_ctx = ctxs[0];
+    if (graph_thread_us >= 0 && pthread_create(&graph_thread, NULL, graph_main, NULL) != 0) {
+        fprintf(stderr, "guard_prog: cannot start a thread\n");
+        return 1;
     }
     if (own_capture) {
         CUstream cs;
@@ -356,6 +394,11 @@ int main(int argc, char **argv)
                 sum = fc_prog_fnv(sum, host, sizeof host);
             }
         }
+    }
+    if (graph_thread_us >= 0) {
+        __atomic_store_n(&graph_thread_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(graph_thread, NULL);
+        fprintf(stderr, "guard_prog: the graph thread launched its graph %lu times\n", graph_thread_launches);
     }
     for (int it = 0; sides && it < iters; it++)
         pthread_join(sides[it], NULL);

@@ -417,8 +417,8 @@ static CUresult fc_graph_launch(CUgraphExec hx, CUstream hs, int ptds)
     if (r) return r;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no child-graph nodes in the fake */
     if ((r = fc_legacy_capture_check(s, 1))) return r;
+    fc_spend(fc_g.graph_ns); /* (before CUPTI sees it: a window that opens meanwhile traces it) */
     fc_cupti_graph(x);
-    fc_spend(fc_g.graph_ns);
     /* Kahn's algorithm with a random pick among ready nodes: one of the DAG's valid orders. */
     size_t n = x->n, nready = 0, *indeg = calloc(n + 1, sizeof(size_t)), *ready = calloc(n + 1, sizeof(size_t));
     if (!indeg || !ready) return free(indeg), free(ready), CUDA_ERROR_OUT_OF_MEMORY;
