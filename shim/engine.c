@@ -1366,22 +1366,43 @@ static ag_variant_t *completing(int at_barrier)
 
 /* What was expected did not come. Counted whenever candidates were expected, also when nothing was
  * held back yet (a new shape at a chunk's start). */
-/* AUTOGRAPH_LOG=trace: what broke the match (where, against how many candidates, which operation). */
-static void trace_mismatch(const ag_op_t *o, uint32_t pos, int ncand, const char *what)
+/* AUTOGRAPH_LOG=trace: what broke the match (where, against how many candidates, which operation came
+ * and which one the first candidate's graph holds there). */
+static void describe_op(const ag_op_t *o, char *buf, size_t cap)
 {
+    if (!o) {
+        snprintf(buf, cap, "a barrier");
+        return;
+    }
     const char *name = NULL;
-    if (o && o->kind == OP_KERNEL) {
+    if (o->kind == OP_KERNEL) {
         ag_guard++;
         if (!ag_drv.cuFuncGetName || ag_drv.cuFuncGetName(&name, o->f) != CUDA_SUCCESS)
             if (!ag_drv.cuKernelGetName || ag_drv.cuKernelGetName(&name, (CUkernel)o->f) != CUDA_SUCCESS)
                 name = NULL;
         ag_guard--;
     }
-    ag_log(AG_LOG_TRACE, "engine %d: %s at chunk position %u (%d candidates, the first %u long), segment operation "
-                         "%llu: %s %.80s grid %u,%u,%u block %u,%u,%u smem %u stream %p", E.idx, what, pos, ncand,
-           ncand ? E.mlen[0] : 0, (unsigned long long)(E.ops - E.seg_op0), o ? (o->kind == OP_KERNEL ? "kernel" : "operation of kind") : "barrier",
-           name ? name : "", o ? o->grid[0] : 0, o ? o->grid[1] : 0, o ? o->grid[2] : 0, o ? o->block[0] : 0,
-           o ? o->block[1] : 0, o ? o->block[2] : 0, o ? o->smem : 0, o ? (void *)o->stream : NULL);
+    const char *hook = o->id < AG_ID_COUNT ? ag_hook_names[o->id] : "?";
+    if (o->kind == OP_KERNEL)
+        snprintf(buf, cap, "%s %.60s grid %u,%u,%u block %u,%u,%u on stream %p", hook, name ? name : "", o->grid[0],
+                 o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2], (void *)o->stream);
+    else
+        snprintf(buf, cap, "%s (kind %d) of %zu bytes on stream %p", hook, (int)o->kind, (size_t)o->n,
+                 (void *)o->stream);
+}
+
+static void trace_mismatch(const ag_op_t *o, const ag_variant_t *first, uint32_t pos, int ncand, const char *what)
+{
+    char came[224], expected[224];
+    describe_op(o, came, sizeof came);
+    const ag_op_t *x = first ? ag_graph_op(first->graph, pos) : NULL;
+    if (x)
+        describe_op(x, expected, sizeof expected);
+    else
+        snprintf(expected, sizeof expected, "%s", first && first->graph ? "its end" : "(no graph)");
+    ag_log(AG_LOG_TRACE, "engine %d: %s at chunk position %u (%d candidates, the first %u long, seen %u), segment "
+                         "operation %llu: came %s; expected %s", E.idx, what, pos, ncand, first ? first->len : 0,
+           first ? (unsigned)first->seen : 0, (unsigned long long)(E.ops - E.seg_op0), came, expected);
 }
 
 static void fallback(int reason)
@@ -1899,6 +1920,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
         int k = 0, had = E.nmatch;
+        ag_variant_t *first = had ? E.match[0] : NULL;
         for (int i = 0; i < E.nmatch; i++)
             if (E.mlen[i] > pos && E.msigs[i][pos] == sig) {
                 E.match[k] = E.match[i];
@@ -1910,7 +1932,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             sample_ts[TS_MATCHED] = ag_now_ns();
         if (!k) {
             if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
-                trace_mismatch(o, pos, had, "no candidate goes on with this");
+                trace_mismatch(o, first, pos, had, "no candidate goes on with this");
             fallback(FB_MISMATCH);
         } else if (E.ntainted && tainted(sig)) {
             fallback(FB_UNDEFERRABLE); /* failed when issued once: CUDA must report it again, at the call */
@@ -2017,7 +2039,8 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         ag_variant_t *c = E.npending ? completing(step == 2) : NULL;
         if (E.npending && !c) {
             if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
-                trace_mismatch(step == 2 ? NULL : o, E.learner.chunk_pos, E.nmatch, "no candidate ends here");
+                trace_mismatch(step == 2 ? NULL : o, E.nmatch ? E.match[0] : NULL, E.learner.chunk_pos, E.nmatch,
+                               "no candidate ends here");
             fallback(FB_MISMATCH);
         }
         ag_variant_t *v = step == 1 ? ag_learner_close(&E.learner) : ag_learner_barrier(&E.learner, 0, 1);

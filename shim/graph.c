@@ -615,6 +615,11 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
     return 0;
 }
 
+const ag_op_t *ag_graph_op(const ag_graph_t *g, uint32_t i)
+{
+    return g && i < g->n ? &g->ops[i] : NULL;
+}
+
 /* Launches the graph on the chunk's first stream, ordered with the chunk's other streams: the graph
  * waits for their earlier work and for the records made before the chunk that it waits on, they wait
  * for the graph, and the application's events are recorded after it. Later than CUDA would complete

@@ -205,12 +205,8 @@ if want graphed && python3 -c "import torch" 2>/dev/null; then
     same=no
     cmp -s "$T/g_plain.out" "$T/g_all.out" && cmp -s "$T/g_plain.out" "$T/g_ab.out" &&
         cmp -s "$T/w_plain.out" "$T/w_all.out" && same=yes
-    # What breaks the match (AUTOGRAPH_LOG=trace: each mismatch's place and operation), 100 steps, counted
-    # by kind, position and kernel in $OUT/graphed_mismatch.txt
-    LD_PRELOAD=$lib AUTOGRAPH_LOG=trace AUTOGRAPH_STATS=$T/g_trace.json "${pin[@]}" python3 tests/python/torch_mlp.py \
-        --steps 100 --graphed-model 2>&1 >/dev/null | grep -E "no candidate|fallback|CUPTI (at|de)tached|own cu" |
-        sed -E 's/^autograph: trace: \[[0-9.]+ ms\] //; s/^autograph: debug: \[[0-9.]+ ms\] //; s/stream 0x[0-9a-f]+/stream S/' |
-        sort | uniq -c | sort -rn | head -60 >"$OUT/graphed_mismatch.txt"
+    # What breaks the match (AUTOGRAPH_LOG=trace), 100 steps: $OUT/graphed_mismatch.txt
+    bash tests/gpu/mismatch_diag.sh 100 --graphed-model >"$OUT/graphed_mismatch.txt" 2>&1
     graphed_line=$(python3 - "$T" "$same" <<'PY'
 import json, re, statistics, sys
 sys.path.insert(0, "tests/gpu")

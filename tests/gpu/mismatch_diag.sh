@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# What breaks the shim's match in a PyTorch program: AUTOGRAPH_LOG=trace names each mismatch's place (chunk
+# position, segment operation), the operation that came and the one the first candidate's graph holds
+# there; counted here by those (streams and sighting counts folded), the most frequent first, with the
+# program's captures and graph launches and CUPTI's windows among them. Not a test; on the GPU machine:
+#   bash tests/gpu/mismatch_diag.sh [STEPS] [ARGS...]   (default: 100 steps of torch_mlp.py --graphed-model)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/gpu/shim_built.sh
+steps=${1:-100}
+shift || true
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(--graphed-model)
+T=$(mktemp -d)
+LD_PRELOAD=$lib AUTOGRAPH_LOG=trace AUTOGRAPH_STATS=$T/s.json python3 tests/python/torch_mlp.py --steps "$steps" \
+    "${args[@]}" 2>"$T/err" >/dev/null
+echo "rc $?; fallbacks: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['replay']['fallbacks'])" "$T/s.json")"
+grep -E "no candidate|CUPTI (at|de)tached|program's own" "$T/err" |
+    sed -E 's/^autograph: [a-z]+: \[[0-9.]+ ms\] //; s/stream 0x[0-9a-f]+/stream S/g; s/seen [0-9]+/seen N/' |
+    sed -E 's/(CUPTI (at|de)tached).*/\1/' | sort | uniq -c | sort -rn | head -40
