@@ -1708,6 +1708,11 @@ static void barrier(uint64_t kind, int reason)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
     segment_end();
     ag_variant_t *v = ag_learner_barrier(&E.learner, kind, 0);
+    if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
+        ag_log(AG_LOG_TRACE, "engine %d: barrier %llx (%s) after segment operation %llu: point %016llx", E.idx,
+               (unsigned long long)kind,
+               kind >= 0xba77ULL && kind < 0xba77ULL + AG_ID_COUNT ? ag_hook_names[kind - 0xba77ULL] : "-",
+               (unsigned long long)(E.ops - E.seg_op0), (unsigned long long)E.learner.seg_seed);
     E.nrecs = 0;
     sighted(v);
     segment_begin();
@@ -1894,6 +1899,13 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     uint64_t shape_free = kernel_shape_free;
     uint64_t sig = o->kind == OP_KERNEL ? *sig_out : ag_op_sig(o, &shape_free);
     *sig_out = sig;
+    if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE))) {
+        char d[224];
+        describe_op(o, d, sizeof d);
+        ag_log(AG_LOG_TRACE, "engine %d: operation %llu, segment operation %llu at point %016llx (%d candidates): %s",
+               E.idx, (unsigned long long)E.ops, (unsigned long long)(E.ops - E.seg_op0),
+               (unsigned long long)E.learner.seg_seed, E.nmatch, d);
+    }
     if (op_out)
         *op_out = E.ops;
     if (E.seg_timed) {
