@@ -310,6 +310,8 @@ struct engine {
     /* chunk starts where more variants could follow than are matched at once, and of them those whose
      * first operation began some (choose_by_first) */
     uint64_t wide_starts, wide_chosen;
+    /* chunk starts whose first operation began none of the candidates, with nothing held (no fallback) */
+    uint64_t starts_unmatched;
     atomic_llong rest_ops_left;
     /* Does the graph pay (AUTOGRAPH_PROBE, ag_profit_*): the current real segment's seed, operation and
      * deferral counts at its start, whether it runs eager by the verdict's choice (forced), and whether
@@ -1405,9 +1407,10 @@ static void trace_mismatch(const ag_op_t *o, const ag_variant_t *first, uint32_t
            first ? (unsigned)first->seen : 0, (unsigned long long)(E.ops - E.seg_op0), came, expected);
 }
 
+/* reason -1: nothing held and none counted (a chunk's first operation that began none of its candidates) */
 static void fallback(int reason)
 {
-    if (E.ncand)
+    if (E.ncand && reason >= 0)
         E.fallbacks[reason]++;
     E.pf_other = 1;
     flush_eager(-1);
@@ -1945,7 +1948,14 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         if (!k) {
             if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
                 trace_mismatch(o, first, pos, had, "no candidate goes on with this");
-            fallback(FB_MISMATCH);
+            /* At a chunk's start with nothing held, other work came than the candidates: nothing falls back
+             * (the learner judges it at the chunk's close: known work is another variant, no failure).
+             * PyTorch's autograd waits on another stream for each gradient's event and destroys it, a
+             * one-operation segment (never held) where a rarer one is the candidate: 15 a step in the
+             * MLP whose forward and backward the program graphs itself. */
+            int start = pos == 0 && !E.npending;
+            E.starts_unmatched += start;
+            fallback(start ? -1 : FB_MISMATCH);
         } else if (E.ntainted && tainted(sig)) {
             fallback(FB_UNDEFERRABLE); /* failed when issued once: CUDA must report it again, at the call */
         } else {
@@ -3430,7 +3440,7 @@ typedef struct {
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
-    uint64_t wide_starts, wide_chosen, renamed, renames_wrong;
+    uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
@@ -3464,6 +3474,7 @@ static void add_totals(void *arg)
     t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->wide_starts += E.wide_starts, t->wide_chosen += E.wide_chosen;
+    t->starts_unmatched += E.starts_unmatched;
     t->renamed += E.learner.renamed, t->renames_wrong += E.learner.renames_wrong;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
@@ -3567,6 +3578,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"chunks_chosen_by_first_op\": {\"starts\": %llu, \"chosen\": %llu},\n"
+               "    \"chunk_starts_unmatched\": %llu,\n"
                "    \"segments_renamed\": {\"renamed\": %llu, \"wrong\": %llu},\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
@@ -3588,7 +3600,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
             (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.wide_starts, (unsigned long long)t.wide_chosen,
-            (unsigned long long)t.renamed, (unsigned long long)t.renames_wrong,
+            (unsigned long long)t.starts_unmatched, (unsigned long long)t.renamed, (unsigned long long)t.renames_wrong,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,
