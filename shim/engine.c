@@ -310,7 +310,7 @@ struct engine {
     /* chunk starts where more variants could follow than are matched at once, and of them those whose
      * first operation began some (choose_by_first) */
     uint64_t wide_starts, wide_chosen;
-    /* chunk starts whose first operation began none of the candidates, with nothing held (no fallback) */
+    /* mismatches at a chunk's start, with nothing held: its first operation began none of the candidates */
     uint64_t starts_unmatched;
     atomic_llong rest_ops_left;
     /* Does the graph pay (AUTOGRAPH_PROBE, ag_profit_*): the current real segment's seed, operation and
@@ -1407,10 +1407,9 @@ static void trace_mismatch(const ag_op_t *o, const ag_variant_t *first, uint32_t
            first ? (unsigned)first->seen : 0, (unsigned long long)(E.ops - E.seg_op0), came, expected);
 }
 
-/* reason -1: nothing held and none counted (a chunk's first operation that began none of its candidates) */
 static void fallback(int reason)
 {
-    if (E.ncand && reason >= 0)
+    if (E.ncand)
         E.fallbacks[reason]++;
     E.pf_other = 1;
     flush_eager(-1);
@@ -1948,14 +1947,13 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
         if (!k) {
             if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
                 trace_mismatch(o, first, pos, had, "no candidate goes on with this");
-            /* At a chunk's start with nothing held, other work came than the candidates: nothing falls back
-             * (the learner judges it at the chunk's close: known work is another variant, no failure).
-             * PyTorch's autograd waits on another stream for each gradient's event and destroys it, a
-             * one-operation segment (never held) where a rarer one is the candidate: 15 a step in the
-             * MLP whose forward and backward the program graphs itself. */
-            int start = pos == 0 && !E.npending;
-            E.starts_unmatched += start;
-            fallback(start ? -1 : FB_MISMATCH);
+            /* Counted apart too where it is a chunk's start with nothing held: other work came than the
+             * candidates, nothing is issued again (and the learner judges it at the chunk's close: known work
+             * is another variant, no failure). PyTorch's autograd waits on another stream for each
+             * gradient's event and destroys it, a one-operation segment (never held) where a rarer one is
+             * the candidate: 15 a step in the MLP whose forward and backward the program graphs itself. */
+            E.starts_unmatched += pos == 0 && !E.npending && E.ncand;
+            fallback(FB_MISMATCH);
         } else if (E.ntainted && tainted(sig)) {
             fallback(FB_UNDEFERRABLE); /* failed when issued once: CUDA must report it again, at the call */
         } else {
