@@ -125,6 +125,9 @@ static void start(void);
 static void finalize_join(void);
 static void end_arm(void);
 
+/* Graph launches (GR below) the calling thread is inside; a CUPTI callback counts as one. */
+static AG_TLS int tl_graph_depth;
+
 static void note_name(const char *name)
 {
     pthread_mutex_lock(&O.names_lock);
@@ -160,7 +163,11 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     atomic_fetch_add_explicit(&O.unhooked, 1, memory_order_relaxed);
     note_name(cb->functionName ? cb->functionName : "?");
     ag_hook_depth++;
+    /* Held work issued here may launch a graph: it takes no read side inside CUPTI's callback (a finalize
+     * holding the write side might wait for the callback to return). */
+    tl_graph_depth++;
     ag_engine_unhooked();
+    tl_graph_depth--;
     ag_hook_depth--;
 }
 
@@ -263,19 +270,17 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
  * the driver call (the engine closes a window before a graph launch, its own or the program's, and runs a
  * chunk eagerly while another engine's is open), or in AUTOGRAPH_CUPTI=always. Writers first: launches
  * back to back from several threads could keep a finalize waiting otherwise (no thread takes the read
- * side twice: the depth below). */
+ * side twice: tl_graph_depth). */
 static struct {
     pthread_rwlock_t rw;
     atomic_uint traced;    /* graph launches made while the kernel activity was on (never reset) */
     atomic_uint exclusive; /* finalizes that held graph launches off */
 } GR = {.rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP};
-static AG_TLS int tl_graph_depth;
 
 void ag_cupti_graph_enter(void)
 {
-    if (tl_graph_depth++)
-        return;
-    pthread_rwlock_rdlock(&GR.rw);
+    if (!tl_graph_depth++)
+        pthread_rwlock_rdlock(&GR.rw);
     if (__atomic_load_n(&O.timing, __ATOMIC_RELAXED))
         atomic_fetch_add_explicit(&GR.traced, 1, memory_order_relaxed);
 }
