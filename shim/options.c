@@ -15,7 +15,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                     "Messages written to stderr, prefixed 'autograph:'. 'info' adds a one-line summary at exit; 'debug' "
                     "a timeline, each line with the milliseconds since the shim loaded: a line per graph built, per "
                     "segment timed while learning and per probe and verdict; 'trace' a line per kernel node patched "
-                    "(the bytes that changed) and per kernel's parameter layout."},
+                    "(the bytes that changed), per kernel's parameter layout, per operation and barrier (with "
+                    "the point it comes at) and per mismatch (what came, and what the candidate's graph holds "
+                    "there)."},
     [AG_OPT_STATS] = {"AUTOGRAPH_STATS", AG_OPT_STRING, "", "path",
                       "Write statistics as JSON to this file at process exit (call counts per hooked entry "
                       "point, kernel launches). '%p' is replaced by the process id; a forked child writes "
