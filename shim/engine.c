@@ -1366,8 +1366,6 @@ static ag_variant_t *completing(int at_barrier)
     return NULL;
 }
 
-/* What was expected did not come. Counted whenever candidates were expected, also when nothing was
- * held back yet (a new shape at a chunk's start). */
 /* AUTOGRAPH_LOG=trace: what broke the match (where, against how many candidates, which operation came
  * and which one the first candidate's graph holds there). */
 static void describe_op(const ag_op_t *o, char *buf, size_t cap)
@@ -1407,6 +1405,8 @@ static void trace_mismatch(const ag_op_t *o, const ag_variant_t *first, uint32_t
            first ? (unsigned)first->seen : 0, (unsigned long long)(E.ops - E.seg_op0), came, expected);
 }
 
+/* What was expected did not come. Counted whenever candidates were expected, also when nothing was
+ * held back yet (a new shape at a chunk's start). */
 static void fallback(int reason)
 {
     if (E.ncand)
@@ -1904,8 +1904,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE))) {
         char d[224];
         describe_op(o, d, sizeof d);
-        ag_log(AG_LOG_TRACE, "engine %d: operation %llu, segment operation %llu at point %016llx (%d candidates): %s",
-               E.idx, (unsigned long long)E.ops, (unsigned long long)(E.ops - E.seg_op0),
+        ag_log(AG_LOG_TRACE,
+               "engine %d: operation %llu, segment operation %llu at point %016llx (%d candidates): %s", E.idx,
+               (unsigned long long)E.ops, (unsigned long long)(E.ops - E.seg_op0),
                (unsigned long long)E.learner.seg_seed, E.nmatch, d);
     }
     if (op_out)
@@ -3598,7 +3599,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
             (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.wide_starts, (unsigned long long)t.wide_chosen,
-            (unsigned long long)t.starts_unmatched, (unsigned long long)t.renamed, (unsigned long long)t.renames_wrong,
+            (unsigned long long)t.starts_unmatched, (unsigned long long)t.renamed,
+            (unsigned long long)t.renames_wrong,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,
