@@ -388,6 +388,17 @@ int main(int argc, char **argv)
         CK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
         CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
     }
+    /* autograd: as PyTorch's autograd engine hands each gradient to the stream that consumes it, every
+     * iteration records a new event per gradient on the main stream, then waits for each on a side stream
+     * and destroys it (a barrier, as a held wait names it), and the side stream reads the result */
+    int autograd = strcmp(which, "autograd") == 0;
+    CUdeviceptr agz = 0;
+    if (autograd) {
+        CK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+        CK(cuMemAlloc(&agz, N * sizeof(float)));
+        CK(cuMemsetD8(agz, 0, N * sizeof(float)));
+    }
 
     int flip = strcmp(which, "flip") == 0;
     int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0 ||
@@ -721,6 +732,23 @@ int main(int argc, char **argv)
         }
         if (two || legacyside)
             CK(cuStreamWaitEvent(stream, join, 0));
+        if (autograd) {
+            CUevent grads[8];
+            for (int g = 0; g < 8; g++) {
+                CK(cuEventCreate(&grads[g], CU_EVENT_DISABLE_TIMING));
+                CK(cuEventRecord(grads[g], stream));
+            }
+            for (int g = 0; g < 8; g++) {
+                CK(cuStreamWaitEvent(side, grads[g], 0));
+                CK(cuEventDestroy(grads[g]));
+            }
+            float a = 0.5f, b = 0.25f;
+            int zl = n;
+            void *p[] = {&agz, &y, &a, &b, &zl};
+            CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, side, p, NULL));
+            CK(cuEventRecord(join, side));
+            CK(cuStreamWaitEvent(stream, join, 0));
+        }
         if (strcmp(which, "badlaunch") == 0) {
             /* the same invalid launch (too many threads) in every iteration, between valid ones: CUDA
              * reports it at the call, every time, and so must the shim once the loop is learned */
@@ -797,6 +825,10 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 4; i++) {
         CK(cuMemcpyDtoH(host, buf[i], sizeof host));
+        h = fc_prog_fnv(h, host, sizeof host);
+    }
+    if (agz) {
+        CK(cuMemcpyDtoH(host, agz, sizeof host));
         h = fc_prog_fnv(h, host, sizeof host);
     }
     if (own) {
