@@ -1377,9 +1377,7 @@ static void describe_op(const ag_op_t *o, char *buf, size_t cap)
     const char *name = NULL;
     if (o->kind == OP_KERNEL) {
         ag_guard++;
-        if (!ag_drv.cuFuncGetName || ag_drv.cuFuncGetName(&name, o->f) != CUDA_SUCCESS)
-            if (!ag_drv.cuKernelGetName || ag_drv.cuKernelGetName(&name, (CUkernel)o->f) != CUDA_SUCCESS)
-                name = NULL;
+        name = ag_func_name(o->f, -1);
         ag_guard--;
     }
     const char *hook = o->id < AG_ID_COUNT ? ag_hook_names[o->id] : "?";
@@ -1935,7 +1933,6 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
     if (E.nmatch) {
         uint32_t pos = E.learner.chunk_pos;
         int k = 0, had = E.nmatch;
-        ag_variant_t *first = had ? E.match[0] : NULL;
         for (int i = 0; i < E.nmatch; i++)
             if (E.mlen[i] > pos && E.msigs[i][pos] == sig) {
                 E.match[k] = E.match[i];
@@ -1947,7 +1944,7 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
             sample_ts[TS_MATCHED] = ag_now_ns();
         if (!k) {
             if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
-                trace_mismatch(o, first, pos, had, "no candidate goes on with this");
+                trace_mismatch(o, E.match[0], pos, had, "no candidate goes on with this"); /* (unmoved) */
             /* Counted apart too where it is a chunk's start with nothing held: other work came than the
              * candidates, nothing is issued again (and the learner judges it at the chunk's close: known work
              * is another variant, no failure). PyTorch's autograd waits on another stream for each

@@ -77,6 +77,16 @@ static int params_ordered(const uint32_t *off, const uint32_t *size, uint32_t n)
     return 1;
 }
 
+const char *ag_func_name(CUfunction f, int kernel)
+{
+    const char *name = NULL;
+    if (kernel <= 0 && ag_drv.cuFuncGetName && ag_drv.cuFuncGetName(&name, f) == CUDA_SUCCESS)
+        return name;
+    if (kernel != 0 && ag_drv.cuKernelGetName && ag_drv.cuKernelGetName(&name, (CUkernel)f) == CUDA_SUCCESS)
+        return name;
+    return NULL;
+}
+
 /* The new layout of f, its parameter table queried from the driver (no_defer when that fails). */
 static ag_layout_t *layout_new(CUfunction f)
 {
@@ -88,10 +98,7 @@ static ag_layout_t *layout_new(CUfunction f)
         kernel = 1;
         r = ag_drv.cuKernelGetParamInfo((CUkernel)f, 0, &off, &size);
     }
-    const char *name = NULL;
-    if (kernel ? !ag_drv.cuKernelGetName || ag_drv.cuKernelGetName(&name, (CUkernel)f) != CUDA_SUCCESS
-               : !ag_drv.cuFuncGetName || ag_drv.cuFuncGetName(&name, f) != CUDA_SUCCESS)
-        name = NULL;
+    const char *name = ag_func_name(f, kernel);
     int no_defer = 0;
     uint32_t n = 0, cap = 0, total = 0, *offs = NULL, *sizes = NULL;
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {

@@ -112,6 +112,9 @@ static inline uint32_t ag_layout_slot(CUfunction f)
 
 /* ag_layout_of past its first probe: probes further, or queries the driver and caches a new layout. */
 const ag_layout_t *ag_layout_find(CUfunction f);
+/* f's name from the driver, or NULL: kernel 1 for a CUkernel handle, 0 for a CUfunction, -1 when it is not
+ * known which (the CUfunction query first). */
+const char *ag_func_name(CUfunction f, int kernel);
 /* Every cached layout is forgotten (a module was unloaded: its handles may come back as other kernels). */
 void ag_layouts_forget(void);
 
