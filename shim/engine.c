@@ -63,6 +63,8 @@ static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "ot
 #define MAX_TIMING_REQS 8
 /* Distinct events remembered as recorded since the last real barrier (E.seg_recs). */
 #define SEG_RECORDS 64
+/* Destroys of events a segment names that do not end it (E.seg_dead); the next one is a barrier. */
+#define DEAD_MAX 256
 /* Replay is sampled with CUDA events around graph launches: SAMPLE_LAUNCHES graph launches in a row,
  * the first window after SAMPLE_FIRST graph launches, then every SAMPLE_EVERY (two event records per
  * sampled launch, about 1-2 us each). */
@@ -180,6 +182,11 @@ struct engine {
     /* events waited for since the last real barrier, the same way: a held wait refers to its event */
     CUevent seg_waits[SEG_RECORDS];
     int nseg_waits;
+    /* Events the program destroyed while held operations might name them (ag_engine_event_destroy),
+     * destroyed by the engine once nothing is held (reap); seg_dead: destroys of events the segment named,
+     * which do not end it (by the program's order, as every barrier, so learning and replay cut alike) */
+    CUevent dead[DEAD_MAX];
+    uint32_t ndead, seg_dead;
     /* the staging buffer of the blocking device-to-host copy that ended the graph just launched (its
      * caller copies out of it after the sync), or NULL */
     const void *copyout;
@@ -231,6 +238,9 @@ struct engine {
      * would time the graph's end). Destroying an event forgets it. */
     ag_ptrset_t timed_events;
     uint64_t timed_records, event_destroys_passed;
+    /* destroys of an event the segment named (no barrier since DEAD_MAX came): all, and those whose event
+     * the engine destroyed later, after the held work that named it */
+    uint64_t event_destroys_in_segment, event_destroys_after_issue;
     uint64_t stalls; /* held work the stall watcher issued (AUTOGRAPH_STALL_MS) */
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
@@ -787,7 +797,23 @@ static void issue_frees(const struct held_free *frees, uint32_t nfrees, uint32_t
     }
 }
 
-/* The pending list was issued: empty it, and count one more drain (enter's lock-free test). */
+/* Under the lock, where nothing is held (no operation pending, no job in flight): the events the program
+ * destroyed while held work named them are destroyed now, after that work reached the driver. */
+static void reap(void)
+{
+    if (AG_LIKELY(!E.ndead) || E.npending || atomic_load_explicit(&E.job.state, memory_order_acquire) != JOB_IDLE)
+        return;
+    for (uint32_t i = 0; i < E.ndead; i++) {
+        CUresult r = REAL(cuEventDestroy_v2)(E.dead[i]);
+        if (r != CUDA_SUCCESS)
+            AG_LOG_CAPPED(AG_LOG_WARN, "destroying an event after the held work that named it failed (CUDA error %d)",
+                          (int)r);
+    }
+    E.ndead = 0;
+}
+
+/* The pending list was issued (or handed to the issuer): empty it, and count one more drain (enter's
+ * lock-free test). */
 static void drained(void)
 {
     E.nfrees = 0;
@@ -829,6 +855,7 @@ static void flush_eager(int reason)
     reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
     ag_stage_done();
     drained();
+    reap();
     E.reissue_ns += ag_now_ns() - t0;
 }
 
@@ -1042,6 +1069,7 @@ static void complete(ag_variant_t *v, int may_post)
         E.reissue_ns += took[2];
         ag_stage_done();
         drained();
+        reap();
         return;
     }
     E.graph_launches++;
@@ -1051,6 +1079,7 @@ static void complete(ag_variant_t *v, int may_post)
             E.copyout = ag_graph_d2h_dst(g, i);
     }
     drained();
+    reap();
     ag_learner_succeeded(v);
     E.replay_host_ns += ag_now_ns() - t0;
 }
@@ -1135,6 +1164,7 @@ static void fold_job(void)
     j->v = NULL;
     j->g = NULL;
     atomic_store_explicit(&j->state, JOB_IDLE, memory_order_relaxed);
+    reap();
 }
 
 static void settle_slow(int st)
@@ -1703,6 +1733,7 @@ static void barrier(uint64_t kind, int reason)
     uint64_t content = E.learner.content; /* of the segment ending here (since a virtual barrier, if any) */
     uint64_t seed = E.learner.seg_seed, seg_t0 = E.pf_t0; /* its start */
     E.nseg_recs = E.nseg_waits = 0; /* everything recorded or waited for so far is issued below */
+    E.seg_dead = 0;
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
         fallback(reason); /* operations were expected (held back or not yet), a barrier came */
@@ -1947,9 +1978,9 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
                 trace_mismatch(o, E.match[0], pos, had, "no candidate goes on with this"); /* (unmoved) */
             /* Counted apart too where it is a chunk's start with nothing held: other work came than the
              * candidates, nothing is issued again (and the learner judges it at the chunk's close: known work
-             * is another variant, no failure). PyTorch's autograd waits on another stream for each
-             * gradient's event and destroys it, a one-operation segment (never held) where a rarer one is
-             * the candidate: 15 a step in the MLP whose forward and backward the program graphs itself. */
+             * is another variant, no failure). While an event's destroy ended the segment, PyTorch's
+             * autograd (a wait on another stream for each gradient's event, then its destroy) made 15 such
+             * one-operation segments a step in the MLP whose forward and backward the program graphs. */
             E.starts_unmatched += pos == 0 && !E.npending && E.ncand;
             fallback(FB_MISMATCH);
         } else if (E.ntainted && tainted(sig)) {
@@ -3212,32 +3243,97 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
     tl_may_wait = 0;
 }
 
-/* cuEventDestroy. A held record or wait of the event would reach the driver after it: in each engine
- * where the event was recorded or waited for since its last barrier (decided by the program's order, as
- * every barrier, so that learning and replay cut the same segments) the destroy is a barrier. In the
- * others no held operation names it (they all came since that barrier) and it passes: an event made and
+/* cuEventDestroy. A held record or wait of the event must reach the driver before the destroy does. In the
+ * engine whose segment recorded or waited for the event since its last barrier (decided by the program's
+ * order, as every barrier, so that learning and replay cut the same segments) the destroy does not end the
+ * segment: the event leaves the segment's lists (a later event the driver gives the same handle is another
+ * one), and where operations are held back, the engine keeps it and destroys it once they are issued (reap);
+ * the call returns success, as CUDA's would (a destroy never waits for the event's work). PyTorch's autograd
+ * hands each gradient to another stream that way, an event recorded, waited for and destroyed per gradient,
+ * and the waits replay with the work around them. Past DEAD_MAX such destroys in a segment, or where several
+ * engines name the event, it is a barrier there (the held work first), as it was before. In engines that do
+ * not name it, no held operation does (they all came since that barrier) and it passes: an event made and
  * dropped every step (PyTorch frees a torch.cuda.Event when its last reference goes, and makes two for
- * every copy between GPUs) no longer ends the segment. */
+ * every copy between GPUs) no longer ends the segment. Returns 1 where the engine keeps the event. */
 static void timed_forget(void *ev)
 {
     ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);
 }
 
-void ag_engine_event_destroy(ag_id_t id, CUevent ev)
+static int seg_names(CUevent ev)
 {
+    return seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev);
+}
+
+/* ev out of a segment list (one that overflowed keeps counting every event as in it) */
+static void seg_forget(CUevent *list, int *n, CUevent ev)
+{
+    for (int i = 0; *n <= SEG_RECORDS && i < *n; i++)
+        if (list[i] == ev) {
+            list[i] = list[--*n];
+            return;
+        }
+}
+
+/* Under the lock of the one engine whose segment names ev: 1 where it keeps ev to destroy later. */
+static int destroy_named(CUevent ev, uint64_t kind)
+{
+    if (!seg_names(ev))
+        return 0; /* its segment ended meanwhile: the work that named it is issued */
+    if (E.seg_dead >= DEAD_MAX || E.ndead >= DEAD_MAX) {
+        barrier_in_ctx(kind, FB_BARRIER);
+        return 0;
+    }
+    E.seg_dead++;
+    E.event_destroys_in_segment++;
+    seg_forget(E.seg_recs, &E.nseg_recs, ev);
+    seg_forget(E.seg_waits, &E.nseg_waits, ev);
+    for (int k = 0; k < E.nrecs; k++)
+        if (E.recs[k].ev == ev)
+            E.recs[k].ev = NULL; /* a later wait for the handle is not a wait for this record */
+    if (!E.npending)
+        return 0; /* nothing held (the job was settled by visit): the driver destroys it now */
+    E.dead[E.ndead++] = ev;
+    E.event_destroys_after_issue++;
+    return 1;
+}
+
+int ag_engine_event_destroy(ag_id_t id, CUevent ev)
+{
+    uint64_t kind = 0xba77ULL + (uint64_t)id;
     if (!ev || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0) {
         engine_barrier(id);
-        return;
+        return 0;
     }
     each_engine(timed_forget, ev);
-    /* the engines that do not name it go on: a thread's event destroyed does not cut another GPU's chunks */
-    if (foreign_event(ev, NULL, 0xba77ULL + (uint64_t)id, FB_BARRIER) || !engine_count())
-        return;
-    struct engine *home = current_engine(0), *prev = use(home ? home : &engines[0]);
-    lock_take(&E.lock);
-    E.event_destroys_passed++;
-    lock_give(&E.lock);
+    int n = engine_count(), named = -1, several = 0;
+    if (!n)
+        return 0;
+    struct engine *prev = eng;
+    for (int i = 0; i < n && !several; i++) {
+        if (visit(i) && seg_names(ev)) {
+            several = named >= 0;
+            named = i;
+        }
+        unvisit();
+    }
+    int kept = 0;
+    if (several) {
+        foreign_event(ev, NULL, kind, FB_BARRIER); /* a barrier in each engine that names it */
+    } else if (named >= 0) {
+        if (visit(named))
+            kept = destroy_named(ev, kind);
+        unvisit();
+    } else {
+        /* the engines that do not name it go on: a thread's event destroyed does not cut another GPU's chunks */
+        struct engine *home = current_engine(0);
+        use(home ? home : &engines[0]);
+        lock_take(&E.lock);
+        E.event_destroys_passed++;
+        lock_give(&E.lock);
+    }
     use(prev);
+    return kept;
 }
 
 /* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):
@@ -3434,7 +3530,8 @@ AG_EXPORT int autograph_pause(int pause)
 typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
-    uint64_t timed_records, event_destroys_passed, segments_timed, segments_gpu_bound, segments_planned;
+    uint64_t timed_records, event_destroys_passed, event_destroys_in_segment, event_destroys_after_issue;
+    uint64_t segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, old_event_passed;
@@ -3464,6 +3561,8 @@ static void add_totals(void *arg)
     t->rests += E.rest.rests, t->rested_segments += E.rested_segments, t->rest_ended_by_ops += E.rest_ended_by_ops;
     t->copies_out += E.copies_out, t->d2h_pinned_held += E.d2h_pinned_held;
     t->timed_records += E.timed_records, t->event_destroys_passed += E.event_destroys_passed;
+    t->event_destroys_in_segment += E.event_destroys_in_segment;
+    t->event_destroys_after_issue += E.event_destroys_after_issue;
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
@@ -3567,6 +3666,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"blocking_copies_in_graphs\": %llu,\n    \"blocking_copy_buffers\": %llu,\n"
                "    \"pinned_d2h_copies_held\": %llu,\n"
                "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
+               "    \"event_destroys_in_segment\": {\"all\": %llu, \"after_held_work\": %llu},\n"
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
@@ -3590,6 +3690,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.copies_out, (unsigned long long)gs.thread_stages,
             (unsigned long long)t.d2h_pinned_held,
             (unsigned long long)t.timed_records, (unsigned long long)t.event_destroys_passed,
+            (unsigned long long)t.event_destroys_in_segment, (unsigned long long)t.event_destroys_after_issue,
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,

@@ -176,8 +176,20 @@
 #define AG_GEN_COPY AG_BARRIER
 #define AG_GEN_SET AG_BARRIER
 #define AG_GEN_SYNC AG_OBSERVING
-/* cuEventDestroy (the one EVENT hook): a barrier that also forgets the event */
-#define AG_GEN_EVENT(name, params, args) AG_BARRIER_(name, params, args, ag_engine_event_destroy(AG_ID_##name, hEvent))
+/* cuEventDestroy (the one EVENT hook): the engine forgets the event, and keeps it where held work names it
+ * (destroyed once that work is issued: the call succeeds then, as CUDA's would) */
+#define AG_GEN_EVENT(name, params, args)                                                              \
+    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    {                                                                                                 \
+        AG_HOOK_ENTER_(name, args)                                                                    \
+        CUresult r_ = CUDA_SUCCESS;                                                                   \
+        if (!atomic_load_explicit(&ag_engine_on, memory_order_relaxed) ||                             \
+            !ag_engine_event_destroy(AG_ID_##name, hEvent))                                           \
+            r_ = real_ args;                                                                          \
+        ag_wait_done();                                                                               \
+        ag_hook_depth--;                                                                              \
+        return r_;                                                                                    \
+    }
 #define AG_GEN_STREAM AG_BARRIER
 #define AG_GEN_HOSTFN AG_BARRIER
 #define AG_GEN_MEMOP AG_BARRIER

@@ -213,6 +213,11 @@ typedef struct prog {
     /* the program's own graph (make_own_graph): launched on the main stream after operations own_at[] */
     CUgraphExec own;
     int own_at[3], nown, own_slot;
+    /* handoff (drawn apart from the operations, as make_own_graph): forks and joins order the streams with
+     * events made for each and destroyed after their wait, as PyTorch's autograd hands each gradient to
+     * another stream (1: the fork's destroyed at once; 2: at the join, after the join's wait) */
+    int handoff;
+    CUevent fork_ev; /* handoff 2: the fork's event, destroyed at the join */
 } prog_t;
 
 static int g_verbose;
@@ -621,18 +626,29 @@ static void exec_op(prog_t *p, int idx, int it)
             break;
         }
         break;
-    case OP_FORK:
-        DT_CK(S, cuEventRecord(p->ev_fork, p->s_main));
+    case OP_FORK: {
+        CUevent ev = p->ev_fork;
+        if (p->handoff) DT_CK(S, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        DT_CK(S, cuEventRecord(ev, p->s_main));
         side_ctx(p, 1);
-        DT_CK(S, cuStreamWaitEvent(p->s_side, p->ev_fork, 0));
+        DT_CK(S, cuStreamWaitEvent(p->s_side, ev, 0));
         side_ctx(p, 0);
+        if (p->handoff == 1) DT_CK(S, cuEventDestroy(ev)); /* the wait may be held: the event must outlive it */
+        if (p->handoff == 2) p->fork_ev = ev;
         break;
-    case OP_JOIN:
+    }
+    case OP_JOIN: {
+        CUevent ev = p->ev_join;
         side_ctx(p, 1);
-        DT_CK(S, cuEventRecord(p->ev_join, p->s_side));
+        if (p->handoff) DT_CK(S, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)); /* in the side stream's context */
+        DT_CK(S, cuEventRecord(ev, p->s_side));
         side_ctx(p, 0);
-        DT_CK(S, cuStreamWaitEvent(p->s_main, p->ev_join, 0));
+        DT_CK(S, cuStreamWaitEvent(p->s_main, ev, 0));
+        if (p->handoff) DT_CK(S, cuEventDestroy(ev));
+        if (p->fork_ev) DT_CK(S, cuEventDestroy(p->fork_ev)); /* handoff 2 */
+        p->fork_ev = NULL;
         break;
+    }
     case OP_HOSTFN: { /* the host function reads a value the stream copied just before it */
         if (p->nhf >= p->hf_cap) break;
         float *slot = p->pin_hf + (size_t)p->nhf++ * (RD + 2);
@@ -809,6 +825,8 @@ static void describe(const prog_t *p)
     fprintf(stderr, "seed %llu: %d buffers (%d slots), %d ops x %d iterations, main %s, side %s%s%s\n",
             (unsigned long long)p->seed, p->nbuf, p->nslots, p->nops, p->iters, st[p->main_kind], st[p->side_kind],
             p->nosync ? ", no sync in loop" : "", p->threads ? ", two threads" : "");
+    if (p->handoff)
+        fprintf(stderr, "  forks and joins through events made and destroyed each time (hand-off %d)\n", p->handoff);
     for (int i = 0; i < p->nops; i++) {
         const op_t *o = &p->ops[i];
         fprintf(stderr, "  %3d %-12s", i, kn[o->kind]);
@@ -874,6 +892,8 @@ static int run_program(uint64_t seed)
     p->sum.hash = DT_FNV_OFFSET;
     p->sum.who = "difftest";
     generate(p);
+    p->handoff = (int)(dt_mix(seed, 0x4a4d0ffULL) % 6); /* a third of the programs: 1 or 2 */
+    p->handoff = p->handoff <= 2 ? p->handoff : 0;
     if (g_verbose) describe(p);
     if (g_sabotage) p->sab_mode = g_sabotage, p->sab_iter = p->iters > 7 ? 7 : p->iters - 1;
     late_idx = -1;
@@ -976,6 +996,7 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuMemFreeHost(p->pin_in));
     free(p->pageable);
     if (p->own) DT_CK(S, cuGraphExecDestroy(p->own));
+    if (p->fork_ev) DT_CK(S, cuEventDestroy(p->fork_ev));
     DT_CK(S, cuEventDestroy(p->ev_fork));
     DT_CK(S, cuEventDestroy(p->ev_join));
     DT_CK(S, cuEventDestroy(p->ev_sync));

@@ -13,6 +13,8 @@ shift
 shim=$build/lib/libautograph.so
 bin=$build/bin
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# events handed out again after their destroy, and a destroyed one given to the fake aborts (fakecuda.h)
+export FAKECUDA_REUSE_EVENTS=${FAKECUDA_REUSE_EVENTS:-1} FAKECUDA_STRICT_EVENTS=${FAKECUDA_STRICT_EVENTS:-1}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/difftest.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 

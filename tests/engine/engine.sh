@@ -16,6 +16,8 @@ shift 4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# events handed out again after their destroy, and a destroyed one given to the fake aborts (fakecuda.h)
+export FAKECUDA_REUSE_EVENTS=${FAKECUDA_REUSE_EVENTS:-1} FAKECUDA_STRICT_EVENTS=${FAKECUDA_STRICT_EVENTS:-1}
 prog=$build/bin/engine_prog
 env "$@" "$prog" "$case" "$iters" >"$tmp/plain.out"
 trace=()

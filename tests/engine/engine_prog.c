@@ -390,7 +390,7 @@ int main(int argc, char **argv)
     }
     /* autograd: as PyTorch's autograd engine hands each gradient to the stream that consumes it, every
      * iteration records a new event per gradient on the main stream, then waits for each on a side stream
-     * and destroys it (a barrier, as a held wait names it), and the side stream reads the result */
+     * and destroys it (while the wait may be held back), and the side stream reads the result */
     int autograd = strcmp(which, "autograd") == 0;
     CUdeviceptr agz = 0;
     if (autograd) {

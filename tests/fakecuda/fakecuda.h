@@ -45,6 +45,11 @@
  *   shim times them against plain launches, AUTOGRAPH_PROBE); a test can make them lose, or set 0.
  * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
  *   modules loaded after it (a driver may reuse that memory), most recently unloaded first.
+ * - FAKECUDA_REUSE_EVENTS=1 gives the handles of destroyed events to the events made after them, most
+ *   recently destroyed first (a driver may reuse that memory).
+ * - FAKECUDA_STRICT_EVENTS=1: an event handle that was destroyed (and not handed out again) given to
+ *   cuEventRecord, cuStreamWaitEvent, cuEventQuery, cuEventSynchronize or cuEventDestroy aborts the
+ *   process with a message: what a shim that issued held work naming an event after its destroy did.
  * - FAKECUDA_POOL_BYTES limits the memory cuMemAllocAsync hands out and no enqueued free has given
  *   back (a free gives it back when enqueued, as CUDA's pool reuses memory in the stream's order);
  *   beyond it the allocation fails with CUDA_ERROR_OUT_OF_MEMORY. Unset or 0: no limit.

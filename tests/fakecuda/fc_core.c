@@ -35,6 +35,10 @@ static void fc_once_init(void)
     fc_g.query_not_ready = s && atoi(s) == 1;
     s = getenv("FAKECUDA_REUSE_HANDLES");
     fc_g.reuse_handles = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_REUSE_EVENTS");
+    fc_g.reuse_events = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_STRICT_EVENTS");
+    fc_g.strict_events = s && atoi(s) == 1;
     s = getenv("FAKECUDA_LAUNCH_NS");
     fc_g.launch_ns = s ? strtoull(s, NULL, 0) : FC_LAUNCH_NS;
     s = getenv("FAKECUDA_GRAPH_NS");
@@ -181,6 +185,28 @@ int fc_obj_valid(const void *obj, int kind)
         if (reg_slots[j] == (uintptr_t)obj) {
             const fc_obj *o = obj;
             return o->kind == kind && !o->dead;
+        }
+        j = (j + 1) & (reg_cap - 1);
+    }
+    return 0;
+}
+
+/* An event handle given to an entry point: valid, or (FAKECUDA_STRICT_EVENTS=1) one destroyed and not
+ * handed out again aborts the process (`call` names the entry point): a plain program never passes one, so
+ * a shim that issues a held record or wait after the program's destroy is caught at once. */
+int fc_event_valid(const void *e, const char *call)
+{
+    if (fc_obj_valid(e, FC_OBJ_EVENT)) return 1;
+    if (!fc_g.strict_events || !e || !reg_cap) return 0;
+    size_t j = reg_hash((uintptr_t)e) & (reg_cap - 1);
+    while (reg_slots[j]) {
+        if (reg_slots[j] == (uintptr_t)e) {
+            const fc_obj *o = e;
+            if (o->kind == FC_OBJ_EVENT && o->dead) {
+                fprintf(stderr, "fakecuda: %s: event %p was destroyed (FAKECUDA_STRICT_EVENTS)\n", call, e);
+                abort();
+            }
+            return 0;
         }
         j = (j + 1) & (reg_cap - 1);
     }

@@ -115,7 +115,7 @@ static CUresult fc_add_memset(CUgraphNode *out, CUgraph g, const CUgraphNode *de
 }
 static CUresult fc_add_event(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd, CUevent e, CUgraphNodeType t)
 {
-    if (!fc_obj_valid(e, FC_OBJ_EVENT)) return CUDA_ERROR_INVALID_VALUE;
+    if (!fc_event_valid(e, "cuGraphAdd*EventNode")) return CUDA_ERROR_INVALID_VALUE;
     fc_node proto = {.type = t, .ev = (fc_event *)e};
     return fc_add(out, g, deps, nd, &proto);
 }

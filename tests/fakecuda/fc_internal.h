@@ -114,6 +114,7 @@ typedef struct fc_event {
     fc_capture *cap; /* recorded in this capture: waits join it */
     fc_node **capdeps;
     size_t ncapdeps;
+    struct fc_event *next_recycled; /* FAKECUDA_REUSE_EVENTS */
 } fc_event;
 
 typedef struct fc_graph {
@@ -173,6 +174,12 @@ typedef struct {
      * modules loaded later (a driver may reuse that memory), most recently unloaded first */
     int reuse_handles;
     struct fc_func *recycled;
+    /* FAKECUDA_REUSE_EVENTS=1: destroyed events are handed out again by cuEventCreate, most recently
+     * destroyed first */
+    int reuse_events;
+    struct fc_event *recycled_events;
+    /* FAKECUDA_STRICT_EVENTS=1: a destroyed event given to an entry point aborts (fc_event_valid) */
+    int strict_events;
     /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host
      * costs a real driver has, so that the shim's probes can tell whether its graphs pay */
     uint64_t launch_ns, graph_ns;
@@ -223,6 +230,7 @@ int fc_inject(const char *func);
 #define FC_TRACED(name, need_ctx, expr) FC_API_AS_(CUPTI_DRIVER_TRACE_CBID_##name, #name, need_ctx, expr)
 int fc_obj_register(void *obj, int kind);
 int fc_obj_valid(const void *obj, int kind);
+int fc_event_valid(const void *e, const char *call);
 void *fc_obj_new(size_t size, int kind);
 fc_ctx *fc_cur_ctx(void);
 uint64_t fc_rand(void);

@@ -359,7 +359,7 @@ static CUresult fc_stream_wait_event(CUstream h, CUevent he, unsigned flags, int
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (r) return r;
     fc_event *e = (fc_event *)he;
-    if (!fc_obj_valid(e, FC_OBJ_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fc_event_valid(e, "cuStreamWaitEvent")) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
     if (s->cap || (e->cap && e->cap->active)) return fc_capture_wait_event(s, e, flags != 0);
     if (!e->recorded || fc_event_done(e)) return fc_legacy_capture_check(s, 1);
@@ -458,8 +458,18 @@ static CUresult fc_event_create(CUevent *out, unsigned flags)
     unsigned ok = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
     if (!out || (flags & ~ok)) return CUDA_ERROR_INVALID_VALUE;
     if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
-    fc_event *e = fc_obj_new(sizeof(*e), FC_OBJ_EVENT);
-    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    fc_event *e = fc_g.recycled_events;
+    if (e) { /* FAKECUDA_REUSE_EVENTS: a destroyed event's handle, now a new event's */
+        fc_g.recycled_events = e->next_recycled;
+        fc_obj hdr = e->hdr;
+        free(e->capdeps);
+        memset(e, 0, sizeof(*e));
+        e->hdr = hdr;
+        e->hdr.dead = 0;
+    } else {
+        e = fc_obj_new(sizeof(*e), FC_OBJ_EVENT);
+        if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     e->flags = flags;
     *out = (CUevent)e;
     return CUDA_SUCCESS;
@@ -469,8 +479,9 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags) { FC_API(1, fc_event_crea
 static CUresult fc_event_destroy(CUevent h)
 {
     fc_event *e = (fc_event *)h;
-    if (!fc_obj_valid(e, FC_OBJ_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fc_event_valid(e, "cuEventDestroy")) return CUDA_ERROR_INVALID_HANDLE;
     e->hdr.dead = 1;
+    if (fc_g.reuse_events) e->next_recycled = fc_g.recycled_events, fc_g.recycled_events = e;
     return CUDA_SUCCESS;
 }
 CUresult cuEventDestroy_v2(CUevent e) { FC_API(1, fc_event_destroy(e)); }
@@ -480,7 +491,7 @@ int fc_event_done(const fc_event *e) { return !e->recorded || e->rs->done_seq >=
 static CUresult fc_event_record(CUevent h, CUstream hs, unsigned flags, int ptds)
 {
     fc_event *e = (fc_event *)h;
-    if (!fc_obj_valid(e, FC_OBJ_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fc_event_valid(e, "cuEventRecord")) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
     fc_stream *s;
     CUresult r = fc_stream_resolve(hs, ptds, &s);
@@ -503,7 +514,7 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int f) { FC
 static CUresult fc_event_wait(CUevent h, int query)
 {
     fc_event *e = (fc_event *)h;
-    if (!fc_obj_valid(e, FC_OBJ_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fc_event_valid(e, query ? "cuEventQuery" : "cuEventSynchronize")) return CUDA_ERROR_INVALID_HANDLE;
     if (e->cap && e->cap->active) {
         fc_capture_invalidate(e->cap);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

@@ -17,7 +17,7 @@
 # amp, gpt2, gcn, compile, owngraph, graphed, reduceoverhead, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
 # CTEST_EXCLUDE='bats.python' leaves them out.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
-# graphed (OWN_REPS), issuer, gcn, probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
+# graphed (OWN_REPS, OLD_SRC), issuer, gcn, probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
 # build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -190,8 +190,16 @@ want amp && mark amp "$amp_line"
 # (torch_mlp.py --graphed-model, make_graphed_callables: the loss, its backward and AdamW eager between its
 # graphs) plain, under the shim and against the shim paused in the one process (--ab 10); and the step the
 # program captures whole (--graph) plain and under the shim (nothing left for the shim: what passing costs).
-# OWN_REPS (2) interleaved runs each, pinned as above. Ratios of medians, never asserted.
+# OWN_REPS (2) interleaved runs each, pinned as above. Ratios of medians, never asserted. OLD_SRC: the source
+# tree of an earlier version (a git archive, carried to the GPU machine under an ignored path): its library
+# is built and run beside this one on the graphed model, the same way, interleaved (what a change gained).
 graphed_line="-"
+old_lib=
+if want graphed && [ -n "${OLD_SRC:-}" ] && [ -f "$OLD_SRC/CMakeLists.txt" ]; then
+    { cmake -S "$OLD_SRC" -B "$OLD_SRC-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build "$OLD_SRC-build" -j16 --target autograph; } >"$OUT/build_old.log" 2>&1 &&
+        old_lib=$(cd "$OLD_SRC-build/lib" && pwd)/libautograph.so
+fi
 if want graphed && python3 -c "import torch" 2>/dev/null; then
     for i in $(seq "${OWN_REPS:-2}"); do
         "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graphed-model >"$T/g_plain.out" 2>>"$T/g_plain.err"
@@ -199,16 +207,23 @@ if want graphed && python3 -c "import torch" 2>/dev/null; then
             --graphed-model >"$T/g_all.out" 2>>"$T/g_all.err"
         LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graphed-model --ab 10 \
             >"$T/g_ab.out" 2>>"$T/g_ab.err"
+        if [ -n "$old_lib" ]; then
+            LD_PRELOAD=$old_lib AUTOGRAPH_STATS=$T/g_old.json "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 \
+                --graphed-model >"$T/g_old.out" 2>>"$T/g_old.err"
+            LD_PRELOAD=$old_lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graphed-model --ab 10 \
+                >"$T/g_abold.out" 2>>"$T/g_abold.err"
+        fi
         "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graph >"$T/w_plain.out" 2>>"$T/w_plain.err"
         LD_PRELOAD=$lib "${pin[@]}" python3 tests/python/torch_mlp.py --steps 200 --graph >"$T/w_all.out" 2>>"$T/w_all.err"
     done
     same=no
     cmp -s "$T/g_plain.out" "$T/g_all.out" && cmp -s "$T/g_plain.out" "$T/g_ab.out" &&
         cmp -s "$T/w_plain.out" "$T/w_all.out" && same=yes
+    [ -n "$old_lib" ] && ! { cmp -s "$T/g_plain.out" "$T/g_old.out" && cmp -s "$T/g_plain.out" "$T/g_abold.out"; } && same=no
     # What breaks the match (AUTOGRAPH_LOG=trace), 100 steps: $OUT/graphed_mismatch.txt
     bash tests/gpu/mismatch_diag.sh 100 --graphed-model >"$OUT/graphed_mismatch.txt" 2>&1
     graphed_line=$(python3 - "$T" "$same" <<'PY'
-import json, re, statistics, sys
+import json, os, re, statistics, sys
 sys.path.insert(0, "tests/gpu")
 from ratios import ab_summary, replayed
 d = sys.argv[1]
@@ -216,10 +231,21 @@ def med(k): return statistics.median(float(m) for m in re.findall(r"step_us: ([0
 s = json.load(open(f"{d}/g_all.json"))
 r = s["replay"]
 p, a, wp, wa = med("g_plain"), med("g_all"), med("w_plain"), med("w_all")
+def engine(s, steps=200):
+    r = s["replay"]
+    dead = r.get("event_destroys_in_segment", {})
+    return (f"replayed {replayed(s)} of {s['launches'] / steps:.1f} launches a step, {r['graphs_built']} graphs, "
+            f"{r['host_ns_per_match']:.0f} ns per matched launch, mismatches {r['fallbacks']['mismatch'] / steps:.1f} a "
+            f"step ({r.get('chunk_starts_unmatched', 0) / steps:.1f} at a chunk's start), destroys kept "
+            f"{dead.get('after_held_work', '-')}")
+old = ""
+if os.path.exists(f"{d}/g_old.json"):
+    o = med("g_old")
+    old = (f" | before (OLD_SRC): shim {o:.0f} us ({p / o:.3f}x), in-process "
+           f"{ab_summary(open(f'{d}/g_abold.err').read()) or 'A/B -'}, {engine(json.load(open(f'{d}/g_old.json')))}")
 print(f"graphed model: median step plain {p:.0f} us, shim {a:.0f} us ({p / a:.3f}x) | in-process "
-      f"{ab_summary(open(f'{d}/g_ab.err').read()) or 'A/B -'} | replayed {replayed(s)} of {s['launches'] / 200:.1f} launches "
-      f"a step, {r['graphs_built']} graphs, {r['host_ns_per_match']:.0f} ns per matched launch | whole step captured by "
-      f"the program: plain {wp:.0f} us, shim {wa:.0f} us ({wa / wp:.3f}x of plain) | identical: {sys.argv[2]}")
+      f"{ab_summary(open(f'{d}/g_ab.err').read()) or 'A/B -'} | {engine(s)} | whole step captured by "
+      f"the program: plain {wp:.0f} us, shim {wa:.0f} us ({wa / wp:.3f}x of plain){old} | identical: {sys.argv[2]}")
 PY
 )
 fi
