@@ -1052,6 +1052,21 @@ static void complete(ag_variant_t *v, int may_post)
         flush_eager(FB_WINDOW); /* (its graph stays, for the next sighting) */
         return;
     }
+    if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE))) {
+        uint32_t k = 0, streams = 0;
+        for (uint32_t i = 0; i < E.npending; i++)
+            k += E.pending[i].kind == OP_KERNEL;
+        CUstream seen[AG_MAX_STREAMS];
+        for (uint32_t i = 0; i < E.npending; i++) {
+            uint32_t j = 0;
+            while (j < streams && j < AG_MAX_STREAMS && seen[j] != E.pending[i].stream)
+                j++;
+            if (j == streams && streams < AG_MAX_STREAMS)
+                seen[streams++] = E.pending[i].stream;
+        }
+        ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations (%u kernels, %u streams) complete%s: its graph %s",
+               E.idx, E.npending, k, streams, may_post ? "" : " at a barrier", fresh ? "built and launched" : "launched");
+    }
     if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
         !gpu_paced()) {
         if (post_job(v, g, !fresh) == 0) {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The graphed model (torch_mlp.py --graphed-model) under this tree's library and an earlier tree's (OLD_SRC,
+# a git archive carried under an ignored path, as run.sh's part graphed takes it), side by side: REPS
+# interleaved in-process A/B runs of each (the shim against itself paused), one run each with its statistics
+# (graph launches, probes, fallbacks, events), and the last step of a short run at trace level (operations,
+# barriers, chunks), so that a change in how the step is cut can be read off. Not a test; on the GPU machine:
+#   OLD_SRC=build-old/src bash tests/gpu/handoff_diag.sh [REPS] [TRACE_STEPS]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/gpu/shim_built.sh
+reps=${1:-3} tsteps=${2:-30}
+T=$(mktemp -d)
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+libs=(new)
+declare -A L=([new]=$lib)
+if [ -n "${OLD_SRC:-}" ] && [ -f "$OLD_SRC/CMakeLists.txt" ]; then
+    { cmake -S "$OLD_SRC" -B "$OLD_SRC-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build "$OLD_SRC-build" -j16 --target autograph; } >"$T/build_old.log" 2>&1 &&
+        L[old]=$(cd "$OLD_SRC-build/lib" && pwd)/libautograph.so && libs+=(old)
+fi
+pin=()
+command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
+m=(python3 tests/python/torch_mlp.py --graphed-model)
+for i in $(seq "$reps"); do
+    for k in "${libs[@]}"; do
+        LD_PRELOAD=${L[$k]} "${pin[@]}" "${m[@]}" --steps 200 --ab 10 >"$T/$k.ab.out" 2>>"$T/$k.ab.err"
+    done
+done
+for k in "${libs[@]}"; do
+    LD_PRELOAD=${L[$k]} AUTOGRAPH_STATS=$T/$k.json "${pin[@]}" "${m[@]}" --steps 200 >/dev/null 2>"$T/$k.err"
+    echo "== $k: $(python3 - "$T/$k.json" "$T/$k.ab.err" <<'PY'
+import json, sys
+sys.path.insert(0, "tests/gpu")
+from ratios import ab_summary
+s = json.load(open(sys.argv[1]))
+r = s["replay"]
+n = 200
+print(f"{ab_summary(open(sys.argv[2]).read())}\n   launches {s['launches'] / n:.1f} a step, replayed {r['launches_replayed'] / n:.1f}, "
+      f"graph launches {r['graph_launches'] / n:.2f}, graphs {r['graphs_built']}, patched {r['nodes_patched'] / n:.1f} a step, "
+      f"match {r['host_ns_per_match']:.0f} ns\n   fallbacks {r['fallbacks']}\n   profit {r.get('profit')}\n"
+      f"   host_ms {r.get('host_ms')}\n   destroys passed {r.get('event_destroys_passed')}, in segment "
+      f"{r.get('event_destroys_in_segment', '-')}, unmatched at a chunk's start {r.get('chunk_starts_unmatched', '-')}, "
+      f"issuer jobs {r.get('issuer', {})}")
+PY
+)"
+    # the last step at trace level: from the second-to-last sync of the loss on
+    LD_PRELOAD=${L[$k]} AUTOGRAPH_LOG=trace "${pin[@]}" "${m[@]}" --steps "$tsteps" 2>"$T/$k.trace" >/dev/null
+    grep -E "engine [0-9]+: (operation|barrier|chunk of|no candidate)" "$T/$k.trace" |
+        sed -E 's/^autograph: trace: \[[0-9.]+ ms\] //; s/ at point [0-9a-f]+//; s/: point [0-9a-f]+//' >"$T/$k.seq"
+    n=$(grep -n "cuMemcpyDtoH\|DtoHAsync" "$T/$k.seq" | tail -2 | head -1 | cut -d: -f1)
+    echo "== $k: the last step at trace level ($(wc -l <"$T/$k.seq") lines in all; from line ${n:-1})"
+    if [ -n "$n" ]; then sed -n "$n,\$p" "$T/$k.seq"; else tail -150 "$T/$k.seq"; fi | cut -c1-200 | head -150
+done
