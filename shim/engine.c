@@ -241,6 +241,7 @@ struct engine {
     /* destroys of an event the segment named (no barrier since DEAD_MAX came): all, and those whose event
      * the engine destroyed later, after the held work that named it */
     uint64_t event_destroys_in_segment, event_destroys_after_issue;
+    uint64_t chunks_without_nodes; /* chunks of event records and waits only, issued without a graph */
     uint64_t stalls; /* held work the stall watcher issued (AUTOGRAPH_STALL_MS) */
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
@@ -1033,6 +1034,25 @@ static void graph_failed(ag_variant_t *v, int reason)
 static void complete(ag_variant_t *v, int may_post)
 {
     uint64_t t0 = ag_now_ns();
+    uint32_t nodes = 0;
+    for (uint32_t i = 0; i < E.npending && !nodes; i++)
+        nodes = E.pending[i].kind != OP_EVREC && E.pending[i].kind != OP_EVWAIT;
+    if (!nodes) {
+        /* Event records and waits only: their graph would hold no node (the waits are issued before it,
+         * the records after it), and its launch would only add a graph's host and GPU cost. They are issued
+         * as they are, in order (PyTorch's autograd: a record per gradient on one stream, then a wait for
+         * each on another, two such chunks a step in the model whose forward and backward it graphs). */
+        if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
+            ag_log(AG_LOG_TRACE, "engine %d: chunk of %u event operations complete%s: issued without a graph", E.idx,
+                   E.npending, may_post ? "" : " at a barrier");
+        reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
+        drained();
+        reap();
+        E.chunks_without_nodes++;
+        ag_learner_succeeded(v);
+        E.replay_host_ns += ag_now_ns() - t0;
+        return;
+    }
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
     int fresh = 0;
@@ -3546,7 +3566,7 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, event_destroys_in_segment, event_destroys_after_issue;
-    uint64_t segments_timed, segments_gpu_bound, segments_planned;
+    uint64_t chunks_without_nodes, segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, old_event_passed;
@@ -3578,6 +3598,7 @@ static void add_totals(void *arg)
     t->timed_records += E.timed_records, t->event_destroys_passed += E.event_destroys_passed;
     t->event_destroys_in_segment += E.event_destroys_in_segment;
     t->event_destroys_after_issue += E.event_destroys_after_issue;
+    t->chunks_without_nodes += E.chunks_without_nodes;
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
@@ -3682,6 +3703,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"pinned_d2h_copies_held\": %llu,\n"
                "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
                "    \"event_destroys_in_segment\": {\"all\": %llu, \"after_held_work\": %llu},\n"
+               "    \"event_chunks_without_graph\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
@@ -3706,6 +3728,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.d2h_pinned_held,
             (unsigned long long)t.timed_records, (unsigned long long)t.event_destroys_passed,
             (unsigned long long)t.event_destroys_in_segment, (unsigned long long)t.event_destroys_after_issue,
+            (unsigned long long)t.chunks_without_nodes,
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,

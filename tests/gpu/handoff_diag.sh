@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The graphed model (torch_mlp.py --graphed-model) under this tree's library and an earlier tree's (OLD_SRC,
-# a git archive carried under an ignored path, as run.sh's part graphed takes it), side by side: REPS
+# The graphed model (torch_mlp.py --graphed-model) under this tree's library and earlier trees' (OLD_SRC, one
+# or more folders holding a git archive each, carried under an ignored path), side by side: REPS
 # interleaved in-process A/B runs of each (the shim against itself paused), one run each with its statistics
 # (graph launches, probes, fallbacks, events), and the last step of a short run at trace level (operations,
 # barriers, chunks), so that a change in how the step is cut can be read off. Not a test; on the GPU machine:
-#   OLD_SRC=build-old/src bash tests/gpu/handoff_diag.sh [REPS] [TRACE_STEPS]
+#   OLD_SRC="build-old/a build-old/b" bash tests/gpu/handoff_diag.sh [REPS] [TRACE_STEPS]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/gpu/shim_built.sh
@@ -14,11 +14,13 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 libs=(new)
 declare -A L=([new]=$lib)
-if [ -n "${OLD_SRC:-}" ] && [ -f "$OLD_SRC/CMakeLists.txt" ]; then
-    { cmake -S "$OLD_SRC" -B "$OLD_SRC-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-      cmake --build "$OLD_SRC-build" -j16 --target autograph; } >"$T/build_old.log" 2>&1 &&
-        L[old]=$(cd "$OLD_SRC-build/lib" && pwd)/libautograph.so && libs+=(old)
-fi
+for src in ${OLD_SRC:-}; do
+    [ -f "$src/CMakeLists.txt" ] || continue
+    k=$(basename "$src")
+    { cmake -S "$src" -B "$src-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build "$src-build" -j16 --target autograph; } >"$T/build_$k.log" 2>&1 &&
+        L[$k]=$(cd "$src-build/lib" && pwd)/libautograph.so && libs+=("$k")
+done
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
 m=(python3 tests/python/torch_mlp.py --graphed-model)
@@ -40,15 +42,18 @@ print(f"{ab_summary(open(sys.argv[2]).read())}\n   launches {s['launches'] / n:.
       f"graph launches {r['graph_launches'] / n:.2f}, graphs {r['graphs_built']}, patched {r['nodes_patched'] / n:.1f} a step, "
       f"match {r['host_ns_per_match']:.0f} ns\n   fallbacks {r['fallbacks']}\n   profit {r.get('profit')}\n"
       f"   host_ms {r.get('host_ms')}\n   destroys passed {r.get('event_destroys_passed')}, in segment "
-      f"{r.get('event_destroys_in_segment', '-')}, unmatched at a chunk's start {r.get('chunk_starts_unmatched', '-')}, "
+      f"{r.get('event_destroys_in_segment', '-')}, event chunks without a graph {r.get('event_chunks_without_graph', '-')}, "
+      f"unmatched at a chunk's start {r.get('chunk_starts_unmatched', '-')}, "
       f"issuer jobs {r.get('issuer', {})}")
 PY
 )"
-    # the last step at trace level: from the second-to-last sync of the loss on
+    # a short run at trace level
     LD_PRELOAD=${L[$k]} AUTOGRAPH_LOG=trace "${pin[@]}" "${m[@]}" --steps "$tsteps" 2>"$T/$k.trace" >/dev/null
     grep -E "engine [0-9]+: (operation|barrier|chunk of|no candidate)" "$T/$k.trace" |
         sed -E 's/^autograph: trace: \[[0-9.]+ ms\] //; s/ at point [0-9a-f]+//; s/: point [0-9a-f]+//' >"$T/$k.seq"
-    n=$(grep -n "cuMemcpyDtoH\|DtoHAsync" "$T/$k.seq" | tail -2 | head -1 | cut -d: -f1)
-    echo "== $k: the last step at trace level ($(wc -l <"$T/$k.seq") lines in all; from line ${n:-1})"
-    if [ -n "$n" ]; then sed -n "$n,\$p" "$T/$k.seq"; else tail -150 "$T/$k.seq"; fi | cut -c1-200 | head -150
+    # a step in the middle: from the fourth-to-last sync of the loss to the third-to-last
+    a=$(grep -n "barrier bad1" "$T/$k.seq" | tail -4 | head -1 | cut -d: -f1)
+    b=$(grep -n "barrier bad1" "$T/$k.seq" | tail -3 | head -1 | cut -d: -f1)
+    echo "== $k: a step at trace level (lines ${a:-?}-${b:-?} of $(wc -l <"$T/$k.seq"))"
+    [ -n "$a" ] && [ -n "$b" ] && sed -n "$a,${b}p" "$T/$k.seq" | cut -c1-180 | head -120
 done
