@@ -24,12 +24,13 @@ done
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
 m=(python3 tests/python/torch_mlp.py --graphed-model)
-for i in $(seq "$reps"); do
+for i in $(seq "$reps"); do # REPS 0: the traces alone
     for k in "${libs[@]}"; do
         LD_PRELOAD=${L[$k]} "${pin[@]}" "${m[@]}" --steps 200 --ab 10 >"$T/$k.ab.out" 2>>"$T/$k.ab.err"
     done
 done
 for k in "${libs[@]}"; do
+    [ "$reps" -gt 0 ] && {
     LD_PRELOAD=${L[$k]} AUTOGRAPH_STATS=$T/$k.json "${pin[@]}" "${m[@]}" --steps 200 >/dev/null 2>"$T/$k.err"
     echo "== $k: $(python3 - "$T/$k.json" "$T/$k.ab.err" <<'PY'
 import json, sys
@@ -47,13 +48,14 @@ print(f"{ab_summary(open(sys.argv[2]).read())}\n   launches {s['launches'] / n:.
       f"issuer jobs {r.get('issuer', {})}")
 PY
 )"
+    }
     # a short run at trace level
     LD_PRELOAD=${L[$k]} AUTOGRAPH_LOG=trace "${pin[@]}" "${m[@]}" --steps "$tsteps" 2>"$T/$k.trace" >/dev/null
     grep -E "engine [0-9]+: (operation|barrier|chunk of|no candidate)" "$T/$k.trace" |
-        sed -E 's/^autograph: trace: \[[0-9.]+ ms\] //; s/ at point [0-9a-f]+//; s/: point [0-9a-f]+//' >"$T/$k.seq"
-    # a step in the middle: from the fourth-to-last sync of the loss to the third-to-last
-    a=$(grep -n "barrier bad1" "$T/$k.seq" | tail -4 | head -1 | cut -d: -f1)
-    b=$(grep -n "barrier bad1" "$T/$k.seq" | tail -3 | head -1 | cut -d: -f1)
-    echo "== $k: a step at trace level (lines ${a:-?}-${b:-?} of $(wc -l <"$T/$k.seq"))"
-    [ -n "$a" ] && [ -n "$b" ] && sed -n "$a,${b}p" "$T/$k.seq" | cut -c1-180 | head -120
+        sed -E 's/^autograph: trace: //; s/ at point [0-9a-f]+//; s/: point [0-9a-f]+//; s/segment operation/seg op/' >"$T/$k.seq"
+    # two steps from three quarters into the run on (a step is about 36 operations, a line each, and its
+    # barriers and chunks), the host clock on each line
+    a=$(($(wc -l <"$T/$k.seq") * 3 / 4))
+    echo "== $k: from line $a of $(wc -l <"$T/$k.seq") at trace level"
+    sed -n "$a,$((a + ${TRACE_LINES:-170}))p" "$T/$k.seq" | cut -c1-170
 done
