@@ -3341,25 +3341,28 @@ int ag_engine_event_destroy(ag_id_t id, CUevent ev)
         return 0;
     }
     each_engine(timed_forget, ev);
-    int n = engine_count(), named = -1, several = 0;
+    int n = engine_count(), named = -1, several = 0, kept = 0;
     if (!n)
         return 0;
     struct engine *prev = eng;
-    for (int i = 0; i < n && !several; i++) {
-        if (visit(i) && seg_names(ev)) {
-            several = named >= 0;
-            named = i;
+    if (ag_opt(AG_OPT_EVENT_DESTROY)->num == AG_EVDESTROY_BARRIER) {
+        several = foreign_event(ev, NULL, kind, FB_BARRIER) > 0; /* a barrier in each engine that names it */
+    } else {
+        for (int i = 0; i < n && !several; i++) {
+            if (visit(i) && seg_names(ev)) {
+                several = named >= 0;
+                named = i;
+            }
+            unvisit();
         }
-        unvisit();
+        if (several)
+            foreign_event(ev, NULL, kind, FB_BARRIER);
     }
-    int kept = 0;
-    if (several) {
-        foreign_event(ev, NULL, kind, FB_BARRIER); /* a barrier in each engine that names it */
-    } else if (named >= 0) {
+    if (!several && named >= 0) {
         if (visit(named))
             kept = destroy_named(ev, kind);
         unvisit();
-    } else {
+    } else if (!several) {
         /* the engines that do not name it go on: a thread's event destroyed does not cut another GPU's chunks */
         struct engine *home = current_engine(0);
         use(home ? home : &engines[0]);

@@ -160,6 +160,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                                "polling keeps a CPU busy while the program replays, which paid on two hosts "
                                "and cost on three (PyTorch A/B). No polling where the process may run on 2 "
                                "CPUs or fewer. 0: it sleeps at once."},
+    [AG_OPT_EVENT_DESTROY] = {"AUTOGRAPH_EVENT_DESTROY", AG_OPT_ENUM, "defer", "barrier|defer",
+                              "'defer': a cuEventDestroy does not end the segment. Where work held back may "
+                              "name the event (it was recorded or waited for since the last barrier), the "
+                              "shim keeps the event and destroys it right after that work is issued; the call "
+                              "returns success at once, as CUDA's does. PyTorch's autograd makes, waits for "
+                              "and destroys an event for each gradient it hands to another stream. "
+                              "'barrier': the destroy of such an event ends the segment, the held work issued "
+                              "first (each of those waits a segment of its own)."},
 };
 
 static ag_opt_value_t values[AG_OPT_COUNT];

@@ -40,6 +40,7 @@ typedef enum {
     AG_OPT_STALL_MS,
     AG_OPT_ISSUER,
     AG_OPT_ISSUER_SPIN_US,
+    AG_OPT_EVENT_DESTROY,
     AG_OPT_COUNT
 } ag_opt_id_t;
 
@@ -54,6 +55,7 @@ enum { AG_SEGKEY_EXACT, AG_SEGKEY_SHAPE_FREE };
 enum { AG_PROBE_OFF, AG_PROBE_ON };
 enum { AG_RENAME_OFF, AG_RENAME_ON };
 enum { AG_ISSUER_INLINE, AG_ISSUER_THREAD };
+enum { AG_EVDESTROY_BARRIER, AG_EVDESTROY_DEFER };
 
 typedef struct {
     long num;         /* enum index or integer value */

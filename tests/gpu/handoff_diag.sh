@@ -5,6 +5,8 @@
 # (graph launches, probes, fallbacks, events), and the last step of a short run at trace level (operations,
 # barriers, chunks), so that a change in how the step is cut can be read off. Not a test; on the GPU machine:
 #   OLD_SRC="build-old/a build-old/b" bash tests/gpu/handoff_diag.sh [REPS] [TRACE_STEPS]
+# MODES="name=VAR=value ...": this tree's library again under each setting, as one more entry each (OLD_SRC
+# may then be empty). The entries' in-process A/B medians go to $AB_OUT (name and ratio a line) where set.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/gpu/shim_built.sh
@@ -13,25 +15,29 @@ T=$(mktemp -d)
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 libs=(new)
-declare -A L=([new]=$lib)
+[ -n "${MODES:-}" ] && libs=() # the modes are this tree's library, the default among them
+declare -A L=([new]=$lib) V=([new]=)
+for m in ${MODES:-}; do
+    L[${m%%=*}]=$lib V[${m%%=*}]=${m#*=} libs+=("${m%%=*}")
+done
 for src in ${OLD_SRC:-}; do
     [ -f "$src/CMakeLists.txt" ] || continue
     k=$(basename "$src")
     { cmake -S "$src" -B "$src-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
       cmake --build "$src-build" -j16 --target autograph; } >"$T/build_$k.log" 2>&1 &&
-        L[$k]=$(cd "$src-build/lib" && pwd)/libautograph.so && libs+=("$k")
+        L[$k]=$(cd "$src-build/lib" && pwd)/libautograph.so && V[$k]= && libs+=("$k")
 done
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
 m=(python3 tests/python/torch_mlp.py --graphed-model)
 for i in $(seq "$reps"); do # REPS 0: the traces alone
     for k in "${libs[@]}"; do
-        LD_PRELOAD=${L[$k]} "${pin[@]}" "${m[@]}" --steps 200 --ab 10 >"$T/$k.ab.out" 2>>"$T/$k.ab.err"
+        env ${V[$k]} LD_PRELOAD=${L[$k]} "${pin[@]}" "${m[@]}" --steps 200 --ab 10 >"$T/$k.ab.out" 2>>"$T/$k.ab.err"
     done
 done
 for k in "${libs[@]}"; do
     [ "$reps" -gt 0 ] && {
-    LD_PRELOAD=${L[$k]} AUTOGRAPH_STATS=$T/$k.json "${pin[@]}" "${m[@]}" --steps 200 >/dev/null 2>"$T/$k.err"
+    env ${V[$k]} LD_PRELOAD=${L[$k]} AUTOGRAPH_STATS=$T/$k.json "${pin[@]}" "${m[@]}" --steps 200 >/dev/null 2>"$T/$k.err"
     echo "== $k: $(python3 - "$T/$k.json" "$T/$k.ab.err" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/gpu")
@@ -48,9 +54,15 @@ print(f"{ab_summary(open(sys.argv[2]).read())}\n   launches {s['launches'] / n:.
       f"issuer jobs {r.get('issuer', {})}")
 PY
 )"
+    [ -n "${AB_OUT:-}" ] && python3 -c "
+import sys; sys.path.insert(0, 'tests/gpu')
+from ratios import ab_runs
+import statistics
+ab = ab_runs(open(sys.argv[1]).read())
+print(sys.argv[2], statistics.median(y / x for x, y in ab) if ab else 0)" "$T/$k.ab.err" "$k" >>"$AB_OUT"
     }
     # a short run at trace level
-    LD_PRELOAD=${L[$k]} AUTOGRAPH_LOG=trace "${pin[@]}" "${m[@]}" --steps "$tsteps" 2>"$T/$k.trace" >/dev/null
+    env ${V[$k]} LD_PRELOAD=${L[$k]} AUTOGRAPH_LOG=trace "${pin[@]}" "${m[@]}" --steps "$tsteps" 2>"$T/$k.trace" >/dev/null
     grep -E "engine [0-9]+: (operation|barrier|chunk of|no candidate)" "$T/$k.trace" |
         sed -E 's/^autograph: trace: //; s/ at point [0-9a-f]+//; s/: point [0-9a-f]+//; s/segment operation/seg op/' >"$T/$k.seq"
     # two steps from three quarters into the run on (a step is about 36 operations, a line each, and its
