@@ -1046,6 +1046,7 @@ static void complete(ag_variant_t *v, int may_post)
             ag_log(AG_LOG_TRACE, "engine %d: chunk of %u event operations complete%s: issued without a graph", E.idx,
                    E.npending, may_post ? "" : " at a barrier");
         reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
+        ag_stage_done();
         drained();
         reap();
         E.chunks_without_nodes++;
@@ -3278,18 +3279,21 @@ void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
     tl_may_wait = 0;
 }
 
-/* cuEventDestroy. A held record or wait of the event must reach the driver before the destroy does. In the
- * engine whose segment recorded or waited for the event since its last barrier (decided by the program's
- * order, as every barrier, so that learning and replay cut the same segments) the destroy does not end the
- * segment: the event leaves the segment's lists (a later event the driver gives the same handle is another
- * one), and where operations are held back, the engine keeps it and destroys it once they are issued (reap);
- * the call returns success, as CUDA's would (a destroy never waits for the event's work). PyTorch's autograd
- * hands each gradient to another stream that way, an event recorded, waited for and destroyed per gradient,
- * and the waits replay with the work around them. Past DEAD_MAX such destroys in a segment, or where several
- * engines name the event, it is a barrier there (the held work first), as it was before. In engines that do
- * not name it, no held operation does (they all came since that barrier) and it passes: an event made and
- * dropped every step (PyTorch frees a torch.cuda.Event when its last reference goes, and makes two for
- * every copy between GPUs) no longer ends the segment. Returns 1 where the engine keeps the event. */
+/* cuEventDestroy. A held record or wait of the event must reach the driver before the destroy does. It
+ * matters in each engine whose segment recorded or waited for the event since its last barrier (decided by
+ * the program's order, as every barrier, so that learning and replay cut the same segments):
+ *   - AUTOGRAPH_EVENT_DESTROY=barrier (the default): the destroy is a barrier there (the held work first);
+ *   - 'defer': it does not end the segment. The event leaves the segment's lists (a later event the driver
+ *     gives the same handle is another one), and where operations are held back the engine keeps it and
+ *     destroys it once they are issued (reap); the call returns success at once, as CUDA's would (a destroy
+ *     never waits for the event's work). PyTorch's autograd hands each gradient to another stream that way,
+ *     an event recorded, waited for and destroyed per gradient, and the waits replay with the work around
+ *     them. Past DEAD_MAX such destroys in a segment, or where several engines name the event, it is a
+ *     barrier there as with 'barrier'.
+ * In engines that do not name it, no held operation does (they all came since that barrier) and it passes:
+ * an event made and dropped every step (PyTorch frees a torch.cuda.Event when its last reference goes, and
+ * makes two for every copy between GPUs) does not end the segment. Returns 1 where the engine keeps the
+ * event. */
 static void timed_forget(void *ev)
 {
     ag_ptrset_remove(&E.timed_events, (uint64_t)(uintptr_t)ev);

@@ -236,8 +236,9 @@ CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_
 /* After a successful cuCtxDestroy (ctx) or primary context release or reset (dev): where the engine's
  * context ended, the engine stops. */
 void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev);
-/* cuEventDestroy: the event is forgotten (timed events); where a held record or wait may name it, the engine
- * keeps it and destroys it after that work (1: the hook returns success without the driver's call). */
+/* cuEventDestroy: the event is forgotten (timed events); where a held record or wait may name it, a barrier,
+ * or (AUTOGRAPH_EVENT_DESTROY=defer) the engine keeps it and destroys it after that work (1: the hook returns
+ * success without the driver's call). */
 int ag_engine_event_destroy(ag_id_t id, CUevent ev);
 CUresult ag_engine_copy_unified(ag_id_t id, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 CUresult ag_engine_d2h(ag_id_t id, void *dst, CUdeviceptr src, size_t n);

@@ -176,8 +176,9 @@
 #define AG_GEN_COPY AG_BARRIER
 #define AG_GEN_SET AG_BARRIER
 #define AG_GEN_SYNC AG_OBSERVING
-/* cuEventDestroy (the one EVENT hook): the engine forgets the event, and keeps it where held work names it
- * (destroyed once that work is issued: the call succeeds then, as CUDA's would) */
+/* cuEventDestroy (the one EVENT hook): the engine forgets the event, and with AUTOGRAPH_EVENT_DESTROY=defer
+ * keeps it where held work names it (destroyed once that work is issued; the call succeeds at once, as
+ * CUDA's does); otherwise a barrier where held work may name it */
 #define AG_GEN_EVENT(name, params, args)                                                              \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
