@@ -391,7 +391,21 @@ int main(int argc, char **argv)
     /* autograd: as PyTorch's autograd engine hands each gradient to the stream that consumes it, every
      * iteration records a new event per gradient on the main stream, then waits for each on a side stream
      * and destroys it (while the wait may be held back), and the side stream reads the result */
-    int autograd = strcmp(which, "autograd") == 0;
+    int autograd = strcmp(which, "autograd") == 0 || strcmp(which, "autograd_step") == 0;
+    /* autograd_step: the step of a model whose forward and backward the program graphs itself (PyTorch's
+     * make_graphed_callables), in outline: the backward a graph of the program's launched after the loss's
+     * kernels, the hand-off above, the side stream's record of its end made with a new event each time,
+     * waited for by the main stream and destroyed, then the optimizer's kernels before the loss is read */
+    int agstep = strcmp(which, "autograd_step") == 0;
+    CUgraphExec backward = NULL;
+    if (agstep) {
+        CUgraph g;
+        CUgraphNode node;
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddEmptyNode(&node, g, NULL, 0));
+        CK(cuGraphInstantiateWithFlags(&backward, g, 0));
+        CK(cuGraphDestroy(g));
+    }
     CUdeviceptr agz = 0;
     if (autograd) {
         CK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
@@ -732,6 +746,8 @@ int main(int argc, char **argv)
         }
         if (two || legacyside)
             CK(cuStreamWaitEvent(stream, join, 0));
+        if (agstep)
+            CK(cuGraphLaunch(backward, stream));
         if (autograd) {
             CUevent grads[8];
             for (int g = 0; g < 8; g++) {
@@ -746,8 +762,19 @@ int main(int argc, char **argv)
             int zl = n;
             void *p[] = {&agz, &y, &a, &b, &zl};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, side, p, NULL));
-            CK(cuEventRecord(join, side));
-            CK(cuStreamWaitEvent(stream, join, 0));
+            CUevent end = join;
+            if (agstep)
+                CK(cuEventCreate(&end, CU_EVENT_DISABLE_TIMING));
+            CK(cuEventRecord(end, side));
+            CK(cuStreamWaitEvent(stream, end, 0));
+            if (agstep) {
+                CK(cuEventDestroy(end));
+                for (int k = 0; k < 24; k++) { /* the optimizer */
+                    float oa = 0.999f, ob = 0.001f * (float)k;
+                    void *o[] = {&y, &y, &oa, &ob, &len};
+                    CK(launch(axpb, 4, 1, 1, 256, 1, 1, 0, stream, o, NULL));
+                }
+            }
         }
         if (strcmp(which, "badlaunch") == 0) {
             /* the same invalid launch (too many threads) in every iteration, between valid ones: CUDA
