@@ -2,8 +2,9 @@
 # The graphed model (torch_mlp.py --graphed-model) under this tree's library and earlier trees' (OLD_SRC, one
 # or more folders holding a git archive each, carried under an ignored path), side by side: REPS
 # interleaved in-process A/B runs of each (the shim against itself paused), one run each with its statistics
-# (graph launches, probes, fallbacks, events), and the last step of a short run at trace level (operations,
-# barriers, chunks), so that a change in how the step is cut can be read off. Not a test; on the GPU machine:
+# (graph launches, probes, fallbacks, events), and two steps of a short run at trace level (operations,
+# barriers, chunks, with the host clock), so that a change in how the step is cut can be read off (REPS 0:
+# the traces alone). TRACE_LINES (170): how many lines of them. Not a test; on the GPU machine:
 #   OLD_SRC="build-old/a build-old/b" bash tests/gpu/handoff_diag.sh [REPS] [TRACE_STEPS]
 # MODES="name=VAR=value ...": this tree's library again under each setting, as one more entry each (OLD_SRC
 # may then be empty). The entries' in-process A/B medians go to $AB_OUT (name and ratio a line) where set.
@@ -30,15 +31,15 @@ done
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")
 m=(python3 tests/python/torch_mlp.py --graphed-model)
-for i in $(seq "$reps"); do # REPS 0: the traces alone
+for i in $(seq "$reps"); do
     for k in "${libs[@]}"; do
         env ${V[$k]} LD_PRELOAD=${L[$k]} "${pin[@]}" "${m[@]}" --steps 200 --ab 10 >"$T/$k.ab.out" 2>>"$T/$k.ab.err"
     done
 done
 for k in "${libs[@]}"; do
     [ "$reps" -gt 0 ] && {
-    env ${V[$k]} LD_PRELOAD=${L[$k]} AUTOGRAPH_STATS=$T/$k.json "${pin[@]}" "${m[@]}" --steps 200 >/dev/null 2>"$T/$k.err"
-    echo "== $k: $(python3 - "$T/$k.json" "$T/$k.ab.err" <<'PY'
+        env ${V[$k]} LD_PRELOAD=${L[$k]} AUTOGRAPH_STATS=$T/$k.json "${pin[@]}" "${m[@]}" --steps 200 >/dev/null 2>"$T/$k.err"
+        echo "== $k: $(python3 - "$T/$k.json" "$T/$k.ab.err" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/gpu")
 from ratios import ab_summary
@@ -54,7 +55,7 @@ print(f"{ab_summary(open(sys.argv[2]).read())}\n   launches {s['launches'] / n:.
       f"issuer jobs {r.get('issuer', {})}")
 PY
 )"
-    [ -n "${AB_OUT:-}" ] && python3 -c "
+        [ -n "${AB_OUT:-}" ] && python3 -c "
 import sys; sys.path.insert(0, 'tests/gpu')
 from ratios import ab_runs
 import statistics
