@@ -823,6 +823,14 @@ static void drained(void)
     __atomic_store_n(&E.drains, E.drains + 1, __ATOMIC_RELEASE);
 }
 
+/* The pending list reached the driver (not handed to the issuer: post_job drains alone, and its job's
+ * fold reaps): emptied, and the events kept for it destroyed. */
+static void issued(void)
+{
+    drained();
+    reap();
+}
+
 /* Issues held operations (with their held frees) eagerly, in order. */
 static void reissue(const ag_op_t *ops, uint32_t n, unsigned char *arena, const struct held_free *frees, uint32_t nfrees)
 {
@@ -855,8 +863,7 @@ static void flush_eager(int reason)
     uint64_t t0 = ag_now_ns();
     reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
     ag_stage_done();
-    drained();
-    reap();
+    issued();
     E.reissue_ns += ag_now_ns() - t0;
 }
 
@@ -1047,8 +1054,7 @@ static void complete(ag_variant_t *v, int may_post)
                    E.npending, may_post ? "" : " at a barrier");
         reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
         ag_stage_done();
-        drained();
-        reap();
+        issued();
         E.chunks_without_nodes++;
         ag_learner_succeeded(v);
         E.replay_host_ns += ag_now_ns() - t0;
@@ -1074,19 +1080,12 @@ static void complete(ag_variant_t *v, int may_post)
         return;
     }
     if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE))) {
-        uint32_t k = 0, streams = 0;
+        uint32_t k = 0;
         for (uint32_t i = 0; i < E.npending; i++)
             k += E.pending[i].kind == OP_KERNEL;
-        CUstream seen[AG_MAX_STREAMS];
-        for (uint32_t i = 0; i < E.npending; i++) {
-            uint32_t j = 0;
-            while (j < streams && j < AG_MAX_STREAMS && seen[j] != E.pending[i].stream)
-                j++;
-            if (j == streams && streams < AG_MAX_STREAMS)
-                seen[streams++] = E.pending[i].stream;
-        }
-        ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations (%u kernels, %u streams) complete%s: its graph %s",
-               E.idx, E.npending, k, streams, may_post ? "" : " at a barrier", fresh ? "built and launched" : "launched");
+        ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations (%u kernels, %d streams) complete%s: its graph %s",
+               E.idx, E.npending, k, ag_graph_chunk_streams(&c), may_post ? "" : " at a barrier",
+               fresh ? "built and launched" : "launched");
     }
     if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
         !gpu_paced()) {
@@ -1104,8 +1103,7 @@ static void complete(ag_variant_t *v, int may_post)
         graph_failed(v, failed);
         E.reissue_ns += took[2];
         ag_stage_done();
-        drained();
-        reap();
+        issued();
         return;
     }
     E.graph_launches++;
@@ -1114,8 +1112,7 @@ static void complete(ag_variant_t *v, int may_post)
         if (E.pending[i].kind == OP_D2H && E.pending[i].stage >= 0)
             E.copyout = ag_graph_d2h_dst(g, i);
     }
-    drained();
-    reap();
+    issued();
     ag_learner_succeeded(v);
     E.replay_host_ns += ag_now_ns() - t0;
 }
@@ -3344,18 +3341,21 @@ int ag_engine_event_destroy(ag_id_t id, CUevent ev)
         engine_barrier(id);
         return 0;
     }
-    each_engine(timed_forget, ev);
     int n = engine_count(), named = -1, several = 0, kept = 0;
     if (!n)
         return 0;
     struct engine *prev = eng;
     if (ag_opt(AG_OPT_EVENT_DESTROY)->num == AG_EVDESTROY_BARRIER) {
+        each_engine(timed_forget, ev);
         several = foreign_event(ev, NULL, kind, FB_BARRIER) > 0; /* a barrier in each engine that names it */
     } else {
-        for (int i = 0; i < n && !several; i++) {
-            if (visit(i) && seg_names(ev)) {
-                several = named >= 0;
-                named = i;
+        for (int i = 0; i < n; i++) { /* one visit each: forgotten as timed, and which engines name it */
+            if (visit(i)) {
+                timed_forget(ev);
+                if (seg_names(ev)) {
+                    several |= named >= 0;
+                    named = i;
+                }
             }
             unvisit();
         }

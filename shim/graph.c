@@ -615,6 +615,12 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c)
     return 0;
 }
 
+int ag_graph_chunk_streams(const ag_chunk_t *c)
+{
+    CUstream streams[AG_MAX_STREAMS];
+    return chunk_streams(c, streams, NULL);
+}
+
 const ag_op_t *ag_graph_op(const ag_graph_t *g, uint32_t i)
 {
     return g && i < g->n ? &g->ops[i] : NULL;

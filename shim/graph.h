@@ -29,6 +29,8 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v);
 /* Writes into the exec what changed since its last launch; 0, or -1 when the driver refused a patch
  * (the exec cannot be trusted then: release it). */
 int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c);
+/* How many streams the chunk's operations use (-1: more than AG_MAX_STREAMS). */
+int ag_graph_chunk_streams(const ag_chunk_t *c);
 /* The operation node i of g holds (NULL past its end, or without a graph). */
 const ag_op_t *ag_graph_op(const ag_graph_t *g, uint32_t i);
 /* Launches the graph for the chunk, ordered with the chunk's streams and the events it waits for.

@@ -13,8 +13,6 @@ cd "$(dirname "$0")/../.."
 . tests/gpu/shim_built.sh
 reps=${1:-3} tsteps=${2:-30}
 T=$(mktemp -d)
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
 libs=(new)
 [ -n "${MODES:-}" ] && libs=() # the modes are this tree's library, the default among them
 declare -A L=([new]=$lib) V=([new]=)
@@ -24,9 +22,7 @@ done
 for src in ${OLD_SRC:-}; do
     [ -f "$src/CMakeLists.txt" ] || continue
     k=$(basename "$src")
-    { cmake -S "$src" -B "$src-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-      cmake --build "$src-build" -j16 --target autograph; } >"$T/build_$k.log" 2>&1 &&
-        L[$k]=$(cd "$src-build/lib" && pwd)/libautograph.so && V[$k]= && libs+=("$k")
+    L[$k]=$(lib_built "$src" "$src-build" "$T/build_$k.log") && V[$k]= && libs+=("$k")
 done
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c "${TORCH_CPUS:-2-5}")

@@ -196,9 +196,8 @@ want amp && mark amp "$amp_line"
 graphed_line="-"
 old_lib=
 if want graphed && [ -n "${OLD_SRC:-}" ] && [ -f "$OLD_SRC/CMakeLists.txt" ]; then
-    { cmake -S "$OLD_SRC" -B "$OLD_SRC-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-      cmake --build "$OLD_SRC-build" -j16 --target autograph; } >"$OUT/build_old.log" 2>&1 &&
-        old_lib=$(cd "$OLD_SRC-build/lib" && pwd)/libautograph.so
+    . tests/gpu/shim_built.sh # lib_built (this tree's library is built already)
+    old_lib=$(lib_built "$OLD_SRC" "$OLD_SRC-build" "$OUT/build_old.log") || old_lib=
 fi
 if want graphed && python3 -c "import torch" 2>/dev/null; then
     for i in $(seq "${OWN_REPS:-2}"); do
@@ -229,7 +228,6 @@ from ratios import ab_summary, replayed
 d = sys.argv[1]
 def med(k): return statistics.median(float(m) for m in re.findall(r"step_us: ([0-9.]+)", open(f"{d}/{k}.err").read()))
 s = json.load(open(f"{d}/g_all.json"))
-r = s["replay"]
 p, a, wp, wa = med("g_plain"), med("g_all"), med("w_plain"), med("w_all")
 def engine(s, steps=200):
     r = s["replay"]
