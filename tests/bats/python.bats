@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Python workloads on the GPU (PyTorch eager with cuBLAS, torch.compile with Triton, CuPy): identical
+# Python workloads on the GPU (PyTorch eager with cuBLAS and cuDNN, torch.compile with Triton, CuPy): identical
 # results with and without the shim, and every launch CUPTI saw reached a hook. Under torch.profiler the
 # shim must leave CUPTI to the profiler. Each test's name starts with a short id and a colon: CMake makes
 # a CTest of each (bats.python.<id>, one at a time), so that a GPU run can pick some by CTEST_REGEX.
@@ -133,6 +133,35 @@ need() {
     summary "$d" gcn
     # message passing and the masked loss (a sync in the middle of each step: out[train]) replayed
     replayed_at_least "$d" 80
+}
+
+# cnn_test ID ARGS...: the residual CNN (tests/python/cnn_step.py) with ARGS, after two short plain runs
+# agree: 20 steps with CUPTI attached all along (every launch of cuDNN's engines reached a hook), then 150
+# steps replayed; losses, parameters and the batch norms' running statistics identical.
+cnn_test() {
+    local d=$BATS_TEST_TMPDIR/$1
+    shift
+    mkdir -p "$d"
+    python3 "$SRC_DIR/tests/python/cnn_step.py" --steps 3 "$@" >"$d/a.out" 2>"$d/a.err" || { cat "$d/a.err" >&2; return 1; }
+    python3 "$SRC_DIR/tests/python/cnn_step.py" --steps 3 "$@" >"$d/b.out" 2>"$d/b.err"
+    cmp -s "$d/a.out" "$d/b.out" || skip "the CNN's plain runs differ from each other (cuDNN not deterministic here)"
+    AUTOGRAPH_CUPTI=always run_pair "$d/seen" python3 "$SRC_DIR/tests/python/cnn_step.py" --steps 20 "$@"
+    same_output "$d/seen"
+    coverage_ok "$d/seen" "${d##*/}_seen"
+    run_pair "$d" python3 "$SRC_DIR/tests/python/cnn_step.py" --steps 150 "$@"
+    same_output "$d"
+    summary "$d" "${d##*/}"
+    replayed_at_least "$d" 80
+}
+
+@test "cnn: residual CNN (cuDNN convolutions, batch norm, dropout, AdamW): identical losses and statistics, every launch seen, most replayed" {
+    need torch
+    cnn_test cnn
+}
+
+@test "cnnbf16: the CNN in NHWC under bf16 autocast (cuDNN's NHWC and reduced-precision kernels): identical, every launch seen, most replayed" {
+    need torch
+    cnn_test cnnbf16 --channels-last --bf16
 }
 
 @test "compile: torch.compile training step (Triton): identical losses, every launch seen" {

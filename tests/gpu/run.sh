@@ -14,10 +14,10 @@
 # 17-19 s, bench 73 s (thirty-first session: ctest 485 s whole, never_repeat 34 s with 3 in-process A/B runs,
 # amp 102-118 s with 2 reps). The `part times:` line at the end (and progress.txt) say what each part took.
 # The Python Bats tests are a CTest each (bats.python.<id>: eager, mlp200, async, pinned, events, ab,
-# amp, gpt2, gcn, compile, owngraph, graphed, reduceoverhead, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
+# amp, gpt2, gcn, cnn, cnnbf16, compile, owngraph, graphed, reduceoverhead, cupy, profiler), run one at a time: CTEST_REGEX='bats.python.(gcn|ab)' picks some,
 # CTEST_EXCLUDE='bats.python' leaves them out.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
-# graphed (OWN_REPS, OLD_SRC), issuer, gcn, probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
+# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), bench; the
 # build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -302,37 +302,52 @@ PY
 fi
 want issuer && mark issuer "$issuer_line"
 
-# The torch_geometric GCN (tests/python/gcn_step.py: scatters, a mid-step sync): a plain run for the
-# losses, then the A/B inside one process (--ab 10), GCN_REPS (3) runs, pinned as the PyTorch part is.
-gcn_line="-"
-if want gcn && python3 -c "import torch_geometric" 2>/dev/null; then
-    : >"$T/g_ab.err"
-    for i in $(seq "${GCN_REPS:-3}"); do
-        "${tpin[@]}" python3 tests/python/gcn_step.py --steps 200 >"$T/g_plain.out" 2>"$T/g_plain.err"
-        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/g_ab.json "${tpin[@]}" python3 tests/python/gcn_step.py --steps 200 --ab 10 \
-            >"$T/g_ab.out" 2>>"$T/g_ab.err"
+# ab_line TAG REPS SCRIPT [ARGS...]: a workload's in-process A/B (--ab 10) after a plain run for its losses,
+# REPS runs of 200 steps, pinned as the PyTorch part is; prints the A/B, the replay's statistics and whether
+# the losses were identical. The GCN (tests/python/gcn_step.py: scatters, a mid-step sync) and the CNN
+# (tests/python/cnn_step.py: cuDNN's convolutions and batch norm; again in NHWC under bf16 autocast).
+ab_line() {
+    local tag=$1 reps=$2 same=no
+    shift 2
+    : >"$T/$tag.ab.err"
+    for i in $(seq "$reps"); do
+        "${tpin[@]}" python3 "$@" --steps 200 >"$T/$tag.plain.out" 2>"$T/$tag.plain.err"
+        LD_PRELOAD=$lib AUTOGRAPH_STATS=$T/$tag.ab.json "${tpin[@]}" python3 "$@" --steps 200 --ab 10 \
+            >"$T/$tag.ab.out" 2>>"$T/$tag.ab.err"
     done
-    cp "$T/g_ab.json" "$OUT/gcn_ab.json" 2>/dev/null
-    same=no
-    cmp -s "$T/g_plain.out" "$T/g_ab.out" && same=yes
-    gcn_line=$(python3 - "$T" "$same" <<'PY'
+    cp "$T/$tag.ab.json" "$OUT/${tag}_ab.json" 2>/dev/null
+    cmp -s "$T/$tag.plain.out" "$T/$tag.ab.out" && same=yes
+    python3 - "$T" "$tag" "$same" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/gpu")
 from ratios import ab_summary
-d = sys.argv[1]
-ab = ab_summary(open(f"{d}/g_ab.err").read())
-s = json.load(open(f"{d}/g_ab.json"))
-r = s["replay"]
-if ab:
+d, tag, same = sys.argv[1:]
+ab = ab_summary(open(f"{d}/{tag}.ab.err").read())
+try:
+    s = json.load(open(f"{d}/{tag}.ab.json"))
+except (OSError, ValueError):
+    s = None
+if ab and s:
+    r = s["replay"]
     print(f"{ab}, {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% replayed (half the steps paused), "
-          f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r.get('host_ns_per_match_median', 0):.0f}), {r['graph_launches'] / 200:.1f} graph launches per step, "
-          f"fallbacks {dict((k, v) for k, v in r['fallbacks'].items() if v)} | identical losses: {sys.argv[2]}")
+          f"{s['launches'] / 200:.0f} launches and {r['graph_launches'] / 200:.1f} graph launches per step, "
+          f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r.get('host_ns_per_match_median', 0):.0f}), "
+          f"fallbacks {dict((k, v) for k, v in r['fallbacks'].items() if v)} | identical losses: {same}")
 else:
-    print(f"no A/B line | identical losses: {sys.argv[2]}")
+    print(f"no A/B line | identical losses: {same}")
 PY
-)
+}
+gcn_line="-"
+if want gcn && python3 -c "import torch_geometric" 2>/dev/null; then
+    gcn_line=$(ab_line gcn "${GCN_REPS:-3}" tests/python/gcn_step.py)
 fi
 want gcn && mark gcn "$gcn_line"
+cnn_line="-"
+if want cnn && python3 -c "import torch" 2>/dev/null; then
+    cnn_line="NCHW fp32: $(ab_line cnn "${CNN_REPS:-3}" tests/python/cnn_step.py) || NHWC bf16: $(ab_line \
+        cnn_nhwc "${CNN_REPS:-3}" tests/python/cnn_step.py --channels-last --bf16)"
+fi
+want cnn && mark cnn "$cnn_line"
 
 # Probes (AUTOGRAPH_PROBE): plain, the default, and the shim without probes, loop ms, medians of 3
 # interleaved runs each, with the default runs' probe counts (probes, verdicts against the graphs,
@@ -559,6 +574,7 @@ echo "PyTorch loop as users write it (torch_amp.py), 160 steps: $amp_line"
 echo "PyTorch programs with CUDA graphs of their own (torch_mlp.py --graphed-model, --graph), 200 steps: $graphed_line"
 echo "issuer (AUTOGRAPH_ISSUER) thread, inline and polling (poll), medians of ${ISSUER_REPS:-3}: $issuer_line"
 echo "torch_geometric GCN, in-process A/B, medians of ${GCN_REPS:-3}: $gcn_line"
+echo "residual CNN (cuDNN), in-process A/B, medians of ${CNN_REPS:-3}: $cnn_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
 printf '%s' "$probe_line"
 echo "chunk plans, modeled against halving (loop ms, medians of ${PLAN_REPS:-3}):"
