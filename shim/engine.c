@@ -217,6 +217,8 @@ struct engine {
         ag_graph_t *g;
         int patch;  /* 0: a graph just built, nothing to patch */
         int failed; /* its outcome: FB_PATCH_FAILED or FB_LAUNCH_FAILED (issued eagerly), or 0 */
+        uint32_t lost;     /* of those issued eagerly, the operations the driver refused (issue_graph) */
+        CUresult lost_err; /* the first one's error */
         uint32_t kernels;
         ag_op_t *ops;
         uint32_t n, cap;
@@ -242,6 +244,7 @@ struct engine {
      * the engine destroyed later, after the held work that named it */
     uint64_t event_destroys_in_segment, event_destroys_after_issue;
     uint64_t chunks_without_nodes; /* chunks of event records and waits only, issued without a graph */
+    uint64_t reissue_failures;     /* held operations the driver refused when they were re-issued */
     uint64_t stalls; /* held work the stall watcher issued (AUTOGRAPH_STALL_MS) */
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
@@ -831,20 +834,38 @@ static void issued(void)
     reap();
 }
 
-/* Issues held operations (with their held frees) eagerly, in order. */
-static void reissue(const ag_op_t *ops, uint32_t n, unsigned char *arena, const struct held_free *frees, uint32_t nfrees)
+/* Issues held operations (with their held frees) eagerly, in order. The number of them the driver refused
+ * (the program was told each succeeded: its work is lost), the first one's error in *err. */
+static uint32_t reissue(const ag_op_t *ops, uint32_t n, unsigned char *arena, const struct held_free *frees,
+                        uint32_t nfrees, CUresult *err)
 {
-    uint32_t f = 0;
+    uint32_t f = 0, lost = 0;
     for (uint32_t i = 0; i < n; i++) {
         issue_frees(frees, nfrees, &f, i);
         if (ops[i].kind == OP_D2H && ops[i].stage >= 0)
             continue; /* blocking, and always the last: its caller issues it after leaving the lock */
         CUresult r = ag_issue(&ops[i], ops[i].stream, arena);
-        if (r != CUDA_SUCCESS)
-            AG_LOG_CAPPED(AG_LOG_WARN, "re-issuing a deferred operation failed (CUDA error %d)", (int)r);
+        if (r != CUDA_SUCCESS) {
+            char d[512];
+            AG_LOG_CAPPED(AG_LOG_ERROR, "re-issuing a held operation failed (CUDA error %d), its work is lost: %s",
+                          (int)r, ag_op_describe(&ops[i], d, sizeof d));
+            if (!lost++)
+                *err = r;
+        }
         ag_stage_issued_op(&ops[i]); /* before the application's next operations on the stream */
     }
     issue_frees(frees, nfrees, &f, n);
+    return lost;
+}
+
+/* Under the lock, after held work was re-issued: where the driver refused some of it, the program's results
+ * may already differ from a plain run's, and this engine holds nothing back from now on. */
+static void reissued(uint32_t lost, CUresult err)
+{
+    if (!lost)
+        return;
+    E.reissue_failures += lost;
+    disable("held work failed when it was re-issued", err, 0);
 }
 
 static void settle(void);
@@ -861,10 +882,12 @@ static void flush_eager(int reason)
         E.fallbacks[reason]++;
     E.pf_other = 1;
     uint64_t t0 = ag_now_ns();
-    reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
+    CUresult err = CUDA_SUCCESS;
+    uint32_t lost = reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees, &err);
     ag_stage_done();
     issued();
     E.reissue_ns += ag_now_ns() - t0;
+    reissued(lost, err);
 }
 
 /* ---- replay sampling ---- */
@@ -985,9 +1008,10 @@ static int window_before_graph(void)
  * eagerly instead, in order. own: on the program's thread (the issuer's jobs are never sampled nor
  * staged): the launch may be sampled, and the staging buffers it read are fenced. took: the time spent
  * patching, launching, and on the rest (ns). 0, or the fallback reason (FB_PATCH_FAILED or
- * FB_LAUNCH_FAILED) that graph_failed takes. */
+ * FB_LAUNCH_FAILED) that graph_failed takes; *lost: the operations re-issued in vain (reissue), the first's error in
+ * *err. */
 static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_free *frees, uint32_t nfrees,
-                       int patch, int own, uint64_t took[3])
+                       int patch, int own, uint64_t took[3], uint32_t *lost, CUresult *err)
 {
     uint64_t t0 = ag_now_ns();
     int failed = patch && ag_graph_patch(g, c) != 0 ? FB_PATCH_FAILED : 0;
@@ -1003,8 +1027,9 @@ static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_fre
         }
     }
     uint64_t t2 = ag_now_ns();
+    *lost = 0;
     if (failed) {
-        reissue(c->ops, c->n, c->arena, frees, nfrees);
+        *lost = reissue(c->ops, c->n, c->arena, frees, nfrees, err);
     } else {
         if (own)
             ag_stage_issued(c, s); /* the chunk's other streams wait for the graph on this one */
@@ -1052,10 +1077,12 @@ static void complete(ag_variant_t *v, int may_post)
         if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
             ag_log(AG_LOG_TRACE, "engine %d: chunk of %u event operations complete%s: issued without a graph", E.idx,
                    E.npending, may_post ? "" : " at a barrier");
-        reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees);
+        CUresult err = CUDA_SUCCESS;
+        uint32_t lost = reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees, &err);
         ag_stage_done();
         issued();
         E.chunks_without_nodes++;
+        reissued(lost, err);
         ag_learner_succeeded(v);
         E.replay_host_ns += ag_now_ns() - t0;
         return;
@@ -1096,7 +1123,9 @@ static void complete(ag_variant_t *v, int may_post)
         }
     }
     uint64_t took[3];
-    int failed = issue_graph(g, &c, E.frees, E.nfrees, !fresh, 1, took);
+    uint32_t lost;
+    CUresult err = CUDA_SUCCESS;
+    int failed = issue_graph(g, &c, E.frees, E.nfrees, !fresh, 1, took, &lost, &err);
     E.patch_ns += took[0];
     E.launch_ns += took[1];
     if (failed) {
@@ -1104,6 +1133,7 @@ static void complete(ag_variant_t *v, int may_post)
         E.reissue_ns += took[2];
         ag_stage_done();
         issued();
+        reissued(lost, err);
         return;
     }
     E.graph_launches++;
@@ -1169,7 +1199,7 @@ static void run_job(struct job *j)
 {
     ag_chunk_t c = {j->ops, j->n, j->arena, j->arena_used};
     uint64_t took[3];
-    j->failed = issue_graph(j->g, &c, j->frees, j->nfrees, j->patch, 0, took);
+    j->failed = issue_graph(j->g, &c, j->frees, j->nfrees, j->patch, 0, took, &j->lost, &j->lost_err);
     j->patch_ns = took[0];
     j->launch_ns = took[1];
     j->host_ns = took[0] + took[1] + took[2];
@@ -1193,6 +1223,8 @@ static void fold_job(void)
         E.graph_launches--;
         E.replayed -= j->kernels;
         graph_failed(j->v, j->failed);
+        reissued(j->lost, j->lost_err);
+        j->lost = 0;
     }
     j->v = NULL;
     j->g = NULL;
@@ -3573,7 +3605,7 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, event_destroys_in_segment, event_destroys_after_issue;
-    uint64_t chunks_without_nodes, segments_timed, segments_gpu_bound, segments_planned;
+    uint64_t chunks_without_nodes, reissue_failures, engines_disabled, segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, old_event_passed;
@@ -3606,6 +3638,7 @@ static void add_totals(void *arg)
     t->event_destroys_in_segment += E.event_destroys_in_segment;
     t->event_destroys_after_issue += E.event_destroys_after_issue;
     t->chunks_without_nodes += E.chunks_without_nodes;
+    t->reissue_failures += E.reissue_failures;
     t->segments_timed += E.learner.segments_timed, t->segments_gpu_bound += E.learner.segments_gpu_bound;
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
@@ -3657,6 +3690,7 @@ static void gather(totals_t *t)
         if (E.ready)
             add_totals(t);
         t->ctx_ended |= E.ctx_ended;
+        t->engines_disabled += E.ready && E.disabled;
         lock_give(&E.lock);
     }
     use(prev);
@@ -3711,6 +3745,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"timed_event_records\": %llu,\n    \"event_destroys_passed\": %llu,\n"
                "    \"event_destroys_in_segment\": {\"all\": %llu, \"after_held_work\": %llu},\n"
                "    \"event_chunks_without_graph\": %llu,\n"
+               "    \"reissue_failures\": %llu,\n    \"engines_disabled\": %llu,\n"
                "    \"stopped_by_guard\": %s,\n"
                "    \"guard_trusted\": %s,\n    \"context_ended\": %s,\n"
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
@@ -3736,6 +3771,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.timed_records, (unsigned long long)t.event_destroys_passed,
             (unsigned long long)t.event_destroys_in_segment, (unsigned long long)t.event_destroys_after_issue,
             (unsigned long long)t.chunks_without_nodes,
+            (unsigned long long)t.reissue_failures, (unsigned long long)t.engines_disabled,
             t.guard_stopped ? "true" : "false", g_trusted ? "true" : "false", t.ctx_ended ? "true" : "false",
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,

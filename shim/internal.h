@@ -55,7 +55,8 @@ typedef enum {
     AG_KIND_INIT, AG_KIND_PROC, AG_KIND_QUERY, AG_KIND_ALLOC, AG_KIND_SALLOC, AG_KIND_DLAUNCH, AG_KIND_DSET, AG_KIND_DCOPY,
     AG_KIND_DEVENT, AG_KIND_DD2H, AG_KIND_DFREE,
     AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT, AG_KIND_STREAM, AG_KIND_HOSTFN,
-    AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC
+    AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC,
+    AG_KIND_FATTR
 } ag_kind_t;
 #define AG_KIND_IS_LAUNCH(k) ((k) == AG_KIND_DLAUNCH || (k) == AG_KIND_LAUNCH)
 /* The kinds the engine may defer (consecutive in the enum above). */
@@ -64,6 +65,10 @@ typedef enum {
 #define AG_HOOK(kind, name, params, args) typedef CUresult(CUDAAPI *ag_fn_##name##_t) params;
 #include "hooks.def"
 #undef AG_HOOK
+
+/* record.c: whether setting attribute a of h (a CUfunction, or a CUkernel on device dev where kernel) to
+ * value changes it: 1 where it does, or where the driver does not say what it is now. */
+int ag_func_attr_changes(const void *h, int kernel, CUdevice dev, CUfunction_attribute a, int value);
 
 /* ---- hooktab.c: names, kinds and lookup tables of hooked entry points. ---- */
 extern const char *const ag_hook_names[AG_ID_COUNT];
@@ -198,6 +203,8 @@ extern AG_TLS unsigned ag_passthru_tick, ag_passthru_mtick;
 /* Writes s as a JSON string literal. */
 void ag_put_json_string(FILE *f, const char *s);
 extern atomic_ulong ag_unmatched_proc;
+/* kernel attribute sets (FATTR hooks) that left the value as it was [0] and that changed it [1] */
+extern atomic_ulong ag_fattr_sets[2];
 void ag_stats_totals(uint64_t out[AG_ID_COUNT]);
 void ag_stats_fork_child(void);
 void ag_stats_fork_prepare(void);

@@ -198,6 +198,14 @@
 #define AG_GEN_GRAPH AG_GRAPH_BARRIER
 #define AG_GEN_CAPTURE AG_BARRIER
 #define AG_GEN_MODULE AG_BARRIER
+/* A kernel attribute set: a barrier where the value changes (a launch held back must meet the limits it was
+ * made under; libraries raise a function's dynamic shared memory limit for a launch and may put it back after
+ * it), none where it stays (libraries set it again before each launch). AG_FATTR_<name>: the function or
+ * kernel, whether it is a kernel, its device, the attribute and the new value. */
+#define AG_FATTR_cuFuncSetAttribute (const void *)hfunc, 0, 0, attrib, value
+#define AG_FATTR_cuKernelSetAttribute (const void *)kernel, 1, dev, attrib, val
+#define AG_GEN_FATTR(name, params, args)                                                              \
+    AG_BARRIER_(name, params, args, if (ag_func_attr_changes(AG_FATTR_##name)) ag_engine_barrier(AG_ID_##name))
 /* A context's end (cuCtxDestroy, a primary context's release or reset): a barrier before it, and after
  * it, where it succeeded, the engine is told (it stops where its own context ended, even while paused:
  * AG_CTX_<name> gives the context or the device). */

@@ -87,6 +87,59 @@ const char *ag_func_name(CUfunction f, int kernel)
     return NULL;
 }
 
+/* A function attribute of f (a CUfunction or a CUkernel handle), or -1 where the driver gives none. */
+static int func_attr(CUfunction f, CUfunction_attribute a)
+{
+    int v = -1;
+    CUdevice dev;
+    if (ag_drv.cuFuncGetAttribute && ag_drv.cuFuncGetAttribute(&v, a, f) == CUDA_SUCCESS)
+        return v;
+    if (ag_drv.cuKernelGetAttribute && ag_drv.cuCtxGetDevice && ag_drv.cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+        ag_drv.cuKernelGetAttribute(&v, a, (CUkernel)f, dev) == CUDA_SUCCESS)
+        return v;
+    return -1;
+}
+
+int ag_func_attr_changes(const void *h, int kernel, CUdevice dev, CUfunction_attribute a, int value)
+{
+    int v;
+    CUresult r = kernel ? (ag_drv.cuKernelGetAttribute ? ag_drv.cuKernelGetAttribute(&v, a, (CUkernel)h, dev)
+                                                       : CUDA_ERROR_NOT_FOUND)
+                        : (ag_drv.cuFuncGetAttribute ? ag_drv.cuFuncGetAttribute(&v, a, (CUfunction)h)
+                                                     : CUDA_ERROR_NOT_FOUND);
+    int changes = r != CUDA_SUCCESS || v != value;
+    atomic_fetch_add_explicit(&ag_fattr_sets[changes], 1, memory_order_relaxed);
+    return changes;
+}
+
+const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n)
+{
+    static const char *const kinds[] = {"kernel", "memset", "device copy", "event record", "event wait",
+                                        "device-to-host copy", "host-to-device copy"};
+    const char *kind = o->kind < sizeof kinds / sizeof kinds[0] ? kinds[o->kind] : "?";
+    if (o->kind != OP_KERNEL) {
+        snprintf(buf, n, "%s of %zu bytes (entry point %d)", kind, (size_t)o->n, (int)o->id);
+        return buf;
+    }
+    const char *name = ag_func_name(o->f, -1);
+    size_t used = (size_t)snprintf(
+        buf, n, "%s %.80s (%p) grid %u,%u,%u block %u,%u,%u shared %u%s, %u parameters of %u bytes; function: "
+                "static shared %d, most dynamic shared %d, most threads %d; attributes:",
+        kind, name ? name : "?", (void *)o->f, o->grid[0], o->grid[1], o->grid[2], o->block[0], o->block[1],
+        o->block[2], o->smem, o->ex ? " (Ex)" : "", o->layout ? o->layout->nparams : 0, o->layout ? o->layout->total : 0,
+        func_attr(o->f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES), func_attr(o->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
+        func_attr(o->f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+    for (unsigned i = 0; i < o->nattrs && used < n; i++) {
+        uint64_t v[2];
+        memcpy(v, &o->attrs[i].value, sizeof v);
+        used += (size_t)snprintf(buf + used, n - used, " %d=%llx:%llx", (int)o->attrs[i].id, (unsigned long long)v[0],
+                                 (unsigned long long)v[1]);
+    }
+    if (!o->nattrs && used < n)
+        snprintf(buf + used, n - used, " none");
+    return buf;
+}
+
 /* The new layout of f, its parameter table queried from the driver (no_defer when that fails). */
 static ag_layout_t *layout_new(CUfunction f)
 {

@@ -115,6 +115,9 @@ const ag_layout_t *ag_layout_find(CUfunction f);
 /* f's name from the driver, or NULL: kernel 1 for a CUkernel handle, 0 for a CUfunction, -1 when it is not
  * known which (the CUfunction query first). */
 const char *ag_func_name(CUfunction f, int kernel);
+/* o described for a log line (in buf, which it returns): its kind, and for a kernel its name, launch
+ * configuration, attributes, argument layout and the function's shared-memory and block limits. */
+const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n);
 /* Every cached layout is forgotten (a module was unloaded: its handles may come back as other kernels). */
 void ag_layouts_forget(void);
 

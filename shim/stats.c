@@ -12,6 +12,7 @@
 #include "internal.h"
 
 atomic_ulong ag_unmatched_proc;
+atomic_ulong ag_fattr_sets[2];
 
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
 static ag_tcount_t *live_blocks; /* blocks owned by running threads */
@@ -98,6 +99,8 @@ void ag_stats_fork_child(void)
         for (int i = 0; i < AG_ID_COUNT; i++)
             atomic_store_explicit(&t->n[i], 0, memory_order_relaxed);
     atomic_store_explicit(&ag_unmatched_proc, 0, memory_order_relaxed);
+    atomic_store_explicit(&ag_fattr_sets[0], 0, memory_order_relaxed);
+    atomic_store_explicit(&ag_fattr_sets[1], 0, memory_order_relaxed);
 }
 
 /* Expands '%p' to the pid and '%%' to '%'. Returns 1 if the pattern contained '%p'. */
@@ -217,8 +220,9 @@ static int write_json(const char *path, const uint64_t *tot)
         fprintf(f, "%s\n    \"%s\": %llu", sep, ag_hook_names[i], (unsigned long long)tot[i]);
         sep = ",";
     }
-    fprintf(f, "%s},\n  \"unmatched_proc_addresses\": %lu,\n  \"unmatched_proc_names\": [", *sep ? "\n  " : "",
-            atomic_load(&ag_unmatched_proc));
+    fprintf(f, "%s},\n  \"function_attribute_sets\": {\"changed\": %lu, \"unchanged\": %lu},\n", *sep ? "\n  " : "",
+            atomic_load(&ag_fattr_sets[1]), atomic_load(&ag_fattr_sets[0]));
+    fprintf(f, "  \"unmatched_proc_addresses\": %lu,\n  \"unmatched_proc_names\": [", atomic_load(&ag_unmatched_proc));
     const char *const *names;
     int nn = ag_unmatched_names(&names);
     for (int i = 0; i < nn; i++) {

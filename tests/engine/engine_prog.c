@@ -424,6 +424,12 @@ int main(int argc, char **argv)
      * complete whose mark is older is counted (a query answered while its record was still held back). */
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
     int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
+    int fattr = strcmp(which, "fattr") == 0, fattr_unhooked = strcmp(which, "fattr_unhooked") == 0;
+    CUdeviceptr fab = 0; /* fattr: what its launches add up, read at the end */
+    if (fattr || fattr_unhooked) {
+        CK(cuMemAlloc(&fab, N * sizeof(float)));
+        CK(cuMemsetD32(fab, 0, N));
+    }
     /* d2hpinned: device-to-host copies into page-locked memory, held back with the launches */
     int d2hpinned = strcmp(which, "d2hpinned") == 0 || uni;
     float *pin_out = NULL;
@@ -653,6 +659,26 @@ int main(int argc, char **argv)
                     CK(cuCtxSetCurrent(ctx));
                 }
             }
+            if (fattr_unhooked && k == 20) {
+                /* the same, the limit put back where the shim cannot see it: the held launch fails when it
+                 * is issued; its work is left out of the checksum, and the shim must say so and stop
+                 * holding work back (AUTOGRAPH_STATS: reissue_failures, engines_disabled) */
+                CK(cuFuncSetAttribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+                void *ap[] = {&fab, &y, &len};
+                CK(launch(acc, 1, 1, 1, 32, 1, 1, 65536, stream, ap, NULL));
+                CK(fakecuda_unhooked_func_set_attribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
+            }
+            if (fattr && k == 20) {
+                /* a library's launch with more than 48 KiB of dynamic shared memory: the function's limit
+                 * raised for it and put back right after (CUDA checks it at the launch): the launch, held
+                 * back, must reach the driver before the limit goes down again */
+                CK(cuFuncSetAttribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+                void *ap[] = {&fab, &y, &len};
+                CK(launch(acc, 1, 1, 1, 32, 1, 1, 65536, stream, ap, NULL));
+                CK(cuFuncSetAttribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
+                /* the same limit set again (no change): no barrier is needed there */
+                CK(cuFuncSetAttribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
+            }
             if (strcmp(which, "bigargs") == 0) {
                 bigarg_t ba;
                 memset(&ba, 0, sizeof ba);
@@ -852,6 +878,10 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 4; i++) {
         CK(cuMemcpyDtoH(host, buf[i], sizeof host));
+        h = fc_prog_fnv(h, host, sizeof host);
+    }
+    if (fab && fattr) {
+        CK(cuMemcpyDtoH(host, fab, sizeof host));
         h = fc_prog_fnv(h, host, sizeof host);
     }
     if (agz) {

@@ -106,6 +106,11 @@ CUresult fakecuda_unhooked_launch(CUfunction f, unsigned int gx, unsigned int gy
                                   unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **kp,
                                   void **extra);
 
+/* Exactly cuFuncSetAttribute, through a name the shim does not hook: a kernel's limit changed where no hook
+ * sees it, so that a launch the shim holds back fails when it is issued (the tests of what the shim does
+ * when held work fails to re-issue). */
+CUresult fakecuda_unhooked_func_set_attribute(CUfunction f, CUfunction_attribute a, int v);
+
 /* The device address behind a texture or surface object of linear memory (cuTexObjectCreate,
  * cuSurfObjectCreate), for a kernel to read through while it runs; 0 once the object is destroyed. */
 CUdeviceptr fakecuda_tex_ptr(unsigned long long object);

@@ -805,6 +805,14 @@ CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
     FC_API(0, fc_param_info(k, FC_OBJ_KERN, i, off, size));
 }
 
+/* The most dynamic shared memory a launch of f may ask for: 48 KiB unless the program raised it (or lowered
+ * it again) with cuFuncSetAttribute / cuKernelSetAttribute, as CUDA rules. */
+int fc_max_dyn(const void *h)
+{
+    const fc_func *f = h;
+    return f->max_dyn < 0 ? 0 : f->max_dyn ? f->max_dyn : 49152;
+}
+
 static CUresult fc_func_attr(int *pi, CUfunction_attribute a, const void *h, int kind)
 {
     if (!pi) return CUDA_ERROR_INVALID_VALUE;
@@ -813,7 +821,7 @@ static CUresult fc_func_attr(int *pi, CUfunction_attribute a, const void *h, int
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 49152; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = fc_max_dyn(h); break;
     default:
         if ((int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
         *pi = 0;
@@ -839,9 +847,19 @@ static CUresult fc_func_set_attr(CUfunction_attribute a, int v, const void *h, i
         return CUDA_ERROR_INVALID_VALUE;
     if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (v < 0 || v > 232448))
         return CUDA_ERROR_INVALID_VALUE;
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        fc_func *f = (fc_func *)h;
+        f->max_dyn = v ? v : -1; /* -1: set to 0 (no dynamic shared memory at all) */
+        if (f->twin)
+            f->twin->max_dyn = f->max_dyn;
+    }
     return CUDA_SUCCESS;
 }
 CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
+{
+    FC_API(1, fc_func_set_attr(a, v, f, FC_OBJ_FUNC));
+}
+CUresult fakecuda_unhooked_func_set_attribute(CUfunction f, CUfunction_attribute a, int v)
 {
     FC_API(1, fc_func_set_attr(a, v, f, FC_OBJ_FUNC));
 }

@@ -31,7 +31,10 @@ typedef struct {
 } fc_kernel;
 
 typedef struct fc_module fc_module;
-typedef struct fc_func { fc_obj hdr; fc_module *mod; int kidx; struct fc_func *next, *twin; } fc_func;
+/* max_dyn: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as last set (0: the default, 48 KiB), shared by a
+ * CUkernel and its function (twin) */
+typedef struct fc_func { fc_obj hdr; fc_module *mod; int kidx; int max_dyn; struct fc_func *next, *twin; } fc_func;
+int fc_max_dyn(const void *f); /* the dynamic shared memory a launch of f may ask for */
 struct fc_module { fc_obj hdr; int library; fc_ctx *ctx; fc_func *funcs; };
 
 /* A resolved kernel launch: argument bytes packed at the param-info offsets. */

@@ -558,7 +558,7 @@ static CUresult fc_launch_kernel(CUfunction hf, unsigned gx, unsigned gy, unsign
     if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
     if (bx > 1024 || by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
     if (gy > 65535 || gz > 65535 || gx > 2147483647u) return CUDA_ERROR_INVALID_VALUE;
-    if (smem > 232448) return CUDA_ERROR_INVALID_VALUE;
+    if (smem > 232448 || (long long)smem > fc_max_dyn(f)) return CUDA_ERROR_INVALID_VALUE;
     fc_stream *s;
     r = fc_stream_resolve(hs, ptds, &s);
     if (r) return r;
