@@ -2489,6 +2489,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
             o.nattrs = (uint8_t)c->cfg->numAttrs;
             memset(o.attrs, 0, sizeof *o.attrs * o.nattrs);
             for (unsigned i = 0; ok && i < o.nattrs; i++) {
+                ag_attr_seen(c->cfg->attrs[i].id);
                 int vs = ag_attr_value_size(c->cfg->attrs[i].id);
                 ok = vs >= 0 && (size_t)vs <= sizeof o.attrs[i].value;
                 if (ok) {

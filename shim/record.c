@@ -393,7 +393,22 @@ int ag_attr_value_size(CUlaunchAttributeID id)
     case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
     case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
         return -1;
-    default:
+    case CU_LAUNCH_ATTRIBUTE_IGNORE:
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
         return (int)sizeof(int);
+    default:
+        /* one this header does not name (a newer driver's, or a library's private one): all of it, since
+         * which of its bytes the driver reads is not known here (unused bytes that differ between launches
+         * only make them mismatch) */
+        return (int)sizeof(CUlaunchAttributeValue);
     }
 }
+
+_Atomic uint64_t ag_attr_ids_seen;

@@ -198,8 +198,17 @@ void ag_record_thread_exit(void);
  * shape-free ones to name the point after a segment (AUTOGRAPH_SEGMENT_KEY=shape_free,
  * ag_learner_push_shape_free), so that a batch of another size before it leaves that point where it was. */
 AG_HOT uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free);
-/* Bytes of a launch attribute's value that mean something, or -1 for attributes never deferred. */
+/* Bytes of a launch attribute's value that mean something (all of it for an attribute this header does not
+ * name), or -1 for attributes never deferred. */
 int ag_attr_value_size(CUlaunchAttributeID id);
+/* The launch attribute ids held-back launches came with (bit id; bit 63: 63 and above), for the statistics. */
+extern _Atomic uint64_t ag_attr_ids_seen;
+static inline void ag_attr_seen(CUlaunchAttributeID id)
+{
+    uint64_t bit = 1ULL << ((unsigned)id < 63 ? (unsigned)id : 63);
+    if (!(__atomic_load_n(&ag_attr_ids_seen, __ATOMIC_RELAXED) & bit))
+        __atomic_fetch_or(&ag_attr_ids_seen, bit, __ATOMIC_RELAXED);
+}
 /* Issues a record on `stream` as the application made it (kernel arguments from `arena`). */
 CUresult ag_issue(const ag_op_t *o, CUstream stream, unsigned char *arena);
 /* An event record or wait through the entry point the application used, with another event. */

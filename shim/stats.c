@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "record.h"
 
 atomic_ulong ag_unmatched_proc;
 atomic_ulong ag_fattr_sets[2];
@@ -101,6 +102,7 @@ void ag_stats_fork_child(void)
     atomic_store_explicit(&ag_unmatched_proc, 0, memory_order_relaxed);
     atomic_store_explicit(&ag_fattr_sets[0], 0, memory_order_relaxed);
     atomic_store_explicit(&ag_fattr_sets[1], 0, memory_order_relaxed);
+    __atomic_store_n(&ag_attr_ids_seen, 0, __ATOMIC_RELAXED);
 }
 
 /* Expands '%p' to the pid and '%%' to '%'. Returns 1 if the pattern contained '%p'. */
@@ -222,7 +224,12 @@ static int write_json(const char *path, const uint64_t *tot)
     }
     fprintf(f, "%s},\n  \"function_attribute_sets\": {\"changed\": %lu, \"unchanged\": %lu},\n", *sep ? "\n  " : "",
             atomic_load(&ag_fattr_sets[1]), atomic_load(&ag_fattr_sets[0]));
-    fprintf(f, "  \"unmatched_proc_addresses\": %lu,\n  \"unmatched_proc_names\": [", atomic_load(&ag_unmatched_proc));
+    fprintf(f, "  \"launch_attribute_ids\": [");
+    uint64_t ids = __atomic_load_n(&ag_attr_ids_seen, __ATOMIC_RELAXED);
+    for (int i = 0, n = 0; i < 64; i++)
+        if (ids >> i & 1)
+            fprintf(f, "%s%d", n++ ? ", " : "", i);
+    fprintf(f, "],\n  \"unmatched_proc_addresses\": %lu,\n  \"unmatched_proc_names\": [", atomic_load(&ag_unmatched_proc));
     const char *const *names;
     int nn = ag_unmatched_names(&names);
     for (int i = 0; i < nn; i++) {

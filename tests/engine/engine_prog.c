@@ -821,11 +821,16 @@ int main(int argc, char **argv)
             CK(launch(sum, 4, 1, 1, 256, 1, 1, 0, stream, NULL, e));
         } else {
             void *p[] = {&s, &x};
-            CUlaunchAttribute attr;
-            memset(&attr, 0xee, sizeof attr); /* garbage in the unused part of the union */
-            attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
-            attr.value.priority = 0;
-            CUlaunchConfig cfg = {4, 1, 1, 256, 1, 1, 0, stream, &attr, 1};
+            CUlaunchAttribute attr[2];
+            memset(attr, 0xee, sizeof attr); /* garbage in the unused part of the union */
+            attr[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+            attr[0].value.priority = 0;
+            /* attr_private: an attribute cuda.h does not name, whose value the fake reads 8 bytes of */
+            uint32_t w[2] = {0x1234u + (uint32_t)it % 2, ~(0x1234u + (uint32_t)it % 2)};
+            attr[1].id = (CUlaunchAttributeID)15;
+            memset(&attr[1].value, 0, sizeof attr[1].value);
+            memcpy(&attr[1].value, w, sizeof w);
+            CUlaunchConfig cfg = {4, 1, 1, 256, 1, 1, 0, stream, attr, strcmp(which, "attr_private") == 0 ? 2 : 1};
             CK(launch_ex(&cfg, sum, p, NULL));
         }
         if (strcmp(which, "nosync") != 0) {

@@ -600,8 +600,16 @@ CUresult fakecuda_unhooked_launch(CUfunction f, unsigned int gx, unsigned int gy
 static CUresult fc_launch_ex(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra, int ptds)
 {
     if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < c->numAttrs; i++)
+    for (unsigned i = 0; i < c->numAttrs; i++) {
         if ((unsigned)c->attrs[i].id > CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING) return CUDA_ERROR_INVALID_VALUE;
+        /* 15, which cuda.h does not name: here an attribute whose value is 8 bytes, the second word the
+         * first one's complement (whoever copies only part of the value makes the launch invalid) */
+        if (c->attrs[i].id == 15) {
+            uint32_t w[2];
+            memcpy(w, &c->attrs[i].value, sizeof w);
+            if (w[1] != ~w[0]) return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
     return fc_launch_kernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
                      c->sharedMemBytes, c->hStream, ptds, kp, extra);
 }
