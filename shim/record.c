@@ -117,8 +117,14 @@ const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n)
     static const char *const kinds[] = {"kernel", "memset", "device copy", "event record", "event wait",
                                         "device-to-host copy", "host-to-device copy"};
     const char *kind = o->kind < sizeof kinds / sizeof kinds[0] ? kinds[o->kind] : "?";
+    if (o->kind == OP_EVREC || o->kind == OP_EVWAIT) {
+        snprintf(buf, n, "%s of event %p on stream %p (entry point %d)", kind, (void *)o->event, (void *)o->stream,
+                 (int)o->id);
+        return buf;
+    }
     if (o->kind != OP_KERNEL) {
-        snprintf(buf, n, "%s of %zu bytes (entry point %d)", kind, (size_t)o->n, (int)o->id);
+        snprintf(buf, n, "%s of %zu bytes on stream %p (entry point %d)", kind, (size_t)o->n, (void *)o->stream,
+                 (int)o->id);
         return buf;
     }
     const char *name = ag_func_name(o->f, -1);

@@ -426,9 +426,13 @@ int main(int argc, char **argv)
     int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
     int fattr = strcmp(which, "fattr") == 0, fattr_unhooked = strcmp(which, "fattr_unhooked") == 0;
     CUdeviceptr fab = 0; /* fattr: what its launches add up, read at the end */
+    CUkernel kacc = NULL; /* fattr: acc as a library's kernel, its limit set through cuKernelSetAttribute */
     if (fattr || fattr_unhooked) {
         CK(cuMemAlloc(&fab, N * sizeof(float)));
         CK(cuMemsetD32(fab, 0, N));
+        CUlibrary flib;
+        CK(cuLibraryLoadData(&flib, "fakecuda-module engine", NULL, NULL, 0, NULL, NULL, 0));
+        CK(cuLibraryGetKernel(&kacc, flib, "acc"));
     }
     /* d2hpinned: device-to-host copies into page-locked memory, held back with the launches */
     int d2hpinned = strcmp(which, "d2hpinned") == 0 || uni;
@@ -678,6 +682,10 @@ int main(int argc, char **argv)
                 CK(cuFuncSetAttribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
                 /* the same limit set again (no change): no barrier is needed there */
                 CK(cuFuncSetAttribute(acc, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
+                /* the same through a library's kernel handle, as PyTorch launches its kernels */
+                CK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536, kacc, dev));
+                CK(launch((CUfunction)kacc, 1, 1, 1, 32, 1, 1, 65536, stream, ap, NULL));
+                CK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0, kacc, dev));
             }
             if (strcmp(which, "bigargs") == 0) {
                 bigarg_t ba;

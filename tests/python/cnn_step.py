@@ -24,7 +24,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from report import ab_report, ab_steps, add_ab_option, deterministic, parse_args, report, timed_steps  # noqa: E402
+from report import add_ab_option, deterministic, parse_args, run_and_report  # noqa: E402
 
 BATCH, SIZE, CLASSES, BATCHES = 64, 32, 10, 4
 WIDTHS = (32, 64, 128)  # channels of the three stages; the second and third halve the size
@@ -102,13 +102,8 @@ def main():
         opt.step()
         losses.append(loss.item())
 
-    if args.ab > 0:
-        step = ab_steps(step, args.ab)
-    ms, steady_ms = timed_steps(args.steps, step)
     # the running statistics are the batch norms' state too: a wrong update shows in the checksum
-    report(losses, list(model.parameters()) + list(model.buffers()), ms, steady_ms)
-    if args.ab > 0:
-        ab_report(args.steps, args.ab)
+    run_and_report(args, step, losses, list(model.parameters()) + list(model.buffers()))
 
 
 if __name__ == "__main__":

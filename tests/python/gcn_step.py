@@ -18,7 +18,7 @@ import os
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
-from report import ab_report, ab_steps, add_ab_option, deterministic, parse_args, report, timed_steps  # noqa: E402
+from report import add_ab_option, deterministic, parse_args, run_and_report  # noqa: E402
 
 NODES, EDGES, FEATURES, HIDDEN, CLASSES = 4096, 32768, 64, 128, 8
 
@@ -63,12 +63,7 @@ def main():
         opt.step()
         losses.append(loss.item())
 
-    if args.ab > 0:
-        step = ab_steps(step, args.ab)
-    ms, steady_ms = timed_steps(args.steps, step)
-    report(losses, model.parameters(), ms, steady_ms)
-    if args.ab > 0:
-        ab_report(args.steps, args.ab)
+    run_and_report(args, step, losses, model.parameters())
 
 
 if __name__ == "__main__":

@@ -127,3 +127,14 @@ def ab_report(steps, block):
     if by[0] and by[1]:
         print(f"ab_step_us: shim {statistics.median(by[0]):.1f} paused {statistics.median(by[1]):.1f} "
               f"blocks {max(0, steps - AB_WARM) // block}", file=sys.stderr)
+
+
+def run_and_report(args, step, losses, parameters):
+    """Runs step(i) for args.steps steps (in --ab's blocks where args.ab is set), then prints the losses,
+    the checksum of `parameters` and the timings (report), and the A/B line (ab_report)."""
+    if args.ab > 0:
+        step = ab_steps(step, args.ab)
+    ms, steady_ms = timed_steps(args.steps, step)
+    report(losses, parameters, ms, steady_ms)
+    if args.ab > 0:
+        ab_report(args.steps, args.ab)
