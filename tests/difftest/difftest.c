@@ -218,6 +218,10 @@ typedef struct prog {
      * another stream (1: the fork's destroyed at once; 2: at the join, after the join's wait) */
     int handoff;
     CUevent fork_ev; /* handoff 2: the fork's event, destroyed at the join */
+    /* bigsmem (drawn apart too): a quarter of the launches ask for 64 KiB of dynamic shared memory, the
+     * kernel's limit raised just before the launch and put back just after (as libraries do; CUDA, and
+     * fakecuda, check the launch against it at the call) */
+    int bigsmem;
 } prog_t;
 
 static int g_verbose;
@@ -495,15 +499,22 @@ static void launch(prog_t *p, const op_t *o, int idx, int it)
     if (g_twoctx && o->side) f = o->use_ck ? (CUfunction)p->kn2[o->kern] : p->fn2[o->kern];
     CUstream s = op_stream(p, o);
     side_ctx(p, o->side);
+    unsigned smem = p->bigsmem && o->seed % 4 == 0 ? 65536u : 0u;
+    CUdevice dev = 0;
+    if (smem && o->use_ck) DT_CK(S, cuCtxGetDevice(&dev));
+    if (smem && o->use_ck)
+        DT_CK(S, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem, (CUkernel)f, dev));
+    else if (smem)
+        DT_CK(S, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
     if (o->route == R_PARAMS) {
-        DT_CK(S, cuLaunchKernel(f, gx, 1, 1, o->bx, 1, 1, 0, s, kp, NULL));
+        DT_CK(S, cuLaunchKernel(f, gx, 1, 1, o->bx, 1, 1, smem, s, kp, NULL));
     } else if (o->route == R_EXTRA) {
         static _Thread_local unsigned char packed[sizeof(table_t) + 64];
         size_t size = p->argsize[o->kern];
         memset(packed, (int)((unsigned)it * 37u + 11u) & 0xff, size); /* padding differs every time */
         for (unsigned j = 0; j < k_nparams[o->kern]; j++) memcpy(packed + p->poff[o->kern][j], kp[j], k_sizes[o->kern][j]);
         void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-        DT_CK(S, cuLaunchKernel(f, gx, 1, 1, o->bx, 1, 1, 0, s, NULL, extra));
+        DT_CK(S, cuLaunchKernel(f, gx, 1, 1, o->bx, 1, 1, smem, s, NULL, extra));
     } else {
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof(attr));
@@ -513,9 +524,13 @@ static void launch(prog_t *p, const op_t *o, int idx, int it)
         memset(&cfg, 0, sizeof(cfg));
         cfg.gridDimX = gx, cfg.gridDimY = 1, cfg.gridDimZ = 1;
         cfg.blockDimX = o->bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-        cfg.hStream = s, cfg.attrs = &attr, cfg.numAttrs = 1;
+        cfg.hStream = s, cfg.attrs = &attr, cfg.numAttrs = 1, cfg.sharedMemBytes = smem;
         DT_CK(S, cuLaunchKernelEx(&cfg, f, kp, NULL));
     }
+    if (smem && o->use_ck)
+        DT_CK(S, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0, (CUkernel)f, dev));
+    else if (smem)
+        DT_CK(S, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
     if (o->side) side_ctx(p, 0);
 }
 
@@ -827,6 +842,8 @@ static void describe(const prog_t *p)
             p->nosync ? ", no sync in loop" : "", p->threads ? ", two threads" : "");
     if (p->handoff)
         fprintf(stderr, "  forks and joins through events made and destroyed each time (hand-off %d)\n", p->handoff);
+    if (p->bigsmem)
+        fprintf(stderr, "  a quarter of the launches with 64 KiB of dynamic shared memory, the limit raised for each\n");
     for (int i = 0; i < p->nops; i++) {
         const op_t *o = &p->ops[i];
         fprintf(stderr, "  %3d %-12s", i, kn[o->kind]);
@@ -894,6 +911,7 @@ static int run_program(uint64_t seed)
     generate(p);
     p->handoff = (int)(dt_mix(seed, 0x4a4d0ffULL) % 6); /* a third of the programs: 1 or 2 */
     p->handoff = p->handoff <= 2 ? p->handoff : 0;
+    p->bigsmem = dt_mix(seed, 0x5b16e3ULL) % 6 == 0; /* a sixth of the programs */
     if (g_verbose) describe(p);
     if (g_sabotage) p->sab_mode = g_sabotage, p->sab_iter = p->iters > 7 ? 7 : p->iters - 1;
     late_idx = -1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where a workload's output under the shim departs from its plain run: the workload (default: the CNN,
 # tests/python/cnn_step.py) run plain and under each of several settings, each in a fresh process, and
-# for each the first step whose line differs, the replay's statistics and the calls that reached hooks.
+# for each the first step whose line differs, the replay's statistics (re-issues the driver refused, kernel
+# attribute sets, launch attribute ids) and the calls that reached hooks.
 # Not a test; on the GPU machine:
 #   OUT=dir bash tests/gpu/cnn_diag.sh [STEPS] [ARGS...]      (default: 12 steps, no arguments)
 # DIAG_MODES: space-separated settings, each a comma-separated list of VAR=value ("-": the defaults).
@@ -37,7 +38,9 @@ r = s.get("replay", {})
 fb = {k: v for k, v in r.get("fallbacks", {}).items() if v}
 print(f"launches {s['launches']} replayed {r.get('launches_replayed', 0)} graphs {r.get('graphs_built', 0)} "
       f"graph launches {r.get('graph_launches', 0)} fallbacks {fb or '-'} cupti {s.get('cupti', {}).get('launches', '-')} "
-      f"unhooked {s.get('cupti', {}).get('unhooked', '-')}{s.get('cupti', {}).get('unhooked_names') or ''}")
+      f"unhooked {s.get('cupti', {}).get('unhooked', '-')}{s.get('cupti', {}).get('unhooked_names') or ''} "
+      f"re-issues refused {r.get('reissue_failures', '-')} kernel attribute sets {s.get('function_attribute_sets', '-')} "
+      f"launch attribute ids {s.get('launch_attribute_ids', '-')}")
 PY
 )
     printf '%-44s rc %s %-10s %s | %s\n' "$m" "$rc" "$([ -z "$first" ] && echo identical || echo DIFFERS)" \
