@@ -132,6 +132,7 @@ static inline void lock_give(ag_lock_t *l)
 struct engine {
     _Alignas(64) ag_lock_t lock; /* the struct starts a line (see the hot fields) */
     int ready, disabled;
+    int failed; /* disabled by an internal failure (disable), not by its context's end or the process's */
     /* more variants may follow the current chunk's start than are matched at once: its first operation
      * chooses the candidates (choose_by_first); read by every operation, so in the lock's line */
     int wide;
@@ -453,6 +454,7 @@ static uint32_t est_gpu_ns(const ag_op_t *o)
 static void disable(const char *why, CUresult r, int all)
 {
     E.disabled = 1;
+    E.failed = 1;
     if (all)
         atomic_store(&ag_engine_on, 0);
     ag_log(AG_LOG_ERROR, "engine disabled%s (%s, CUDA error %d); the program goes on with plain launches",
@@ -3691,7 +3693,7 @@ static void gather(totals_t *t)
         if (E.ready)
             add_totals(t);
         t->ctx_ended |= E.ctx_ended;
-        t->engines_disabled += E.ready && E.disabled;
+        t->engines_disabled += E.failed;
         lock_give(&E.lock);
     }
     use(prev);

@@ -46,6 +46,8 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 ok = eval(sys.argv[2], {"s": s})
 print(f"difftest: {'ok' if ok else 'FAILED'}: {sys.argv[2]} (replay: {json.dumps(s['replay'])[:300]})")
+if not ok:  # all of it: which part of the expression fell short
+    print(f"difftest: replay {json.dumps(s['replay'])}\ndifftest: cupti {json.dumps(s.get('cupti'))}")
 sys.exit(0 if ok else 1)
 PY
 }
