@@ -198,6 +198,7 @@
 #define AG_GEN_GRAPH AG_GRAPH_BARRIER
 #define AG_GEN_CAPTURE AG_BARRIER
 #define AG_GEN_MODULE AG_BARRIER
+#define AG_GEN_LIMIT AG_BARRIER
 /* A kernel attribute set: a barrier where the value changes (a launch held back must meet the limits it was
  * made under; libraries raise a function's dynamic shared memory limit for a launch and may put it back after
  * it), none where it stays (libraries set it again before each launch). AG_FATTR_<name>: the function or

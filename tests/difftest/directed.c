@@ -1104,7 +1104,7 @@ static void t_interop_barriers(void)
         CK(step(s1, X, 0.125f));
         CK(cuStreamSynchronize(s1));
     }
-    enum { NCALLS = 13 };
+    enum { NCALLS = 15 };
     for (int c = 0; c < NCALLS; c++) {
         for (int r = 0; r < 4; r++) {
             fakecuda_stats_t st0, st1;
@@ -1130,7 +1130,13 @@ static void t_interop_barriers(void)
                 case 9: rc = cuMipmappedArrayDestroy(NULL); break;
                 case 10: rc = cuDestroyExternalMemory(NULL); break;
                 case 11: rc = cuGraphicsUnregisterResource(NULL); break;
-                default: rc = cuMemPoolDestroy(NULL); break;
+                case 12: rc = cuMemPoolDestroy(NULL); break;
+                /* a held launch is checked against the limits it was made under: a change of a context
+                 * limit or of a kernel's attribute goes after it */
+                case 13: rc = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 2048 + (size_t)r); break;
+                default:
+                    rc = cuFuncSetAttribute(f_step, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024 * (c + r));
+                    break;
                 }
             }
             fakecuda_stats(&st1);

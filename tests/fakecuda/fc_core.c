@@ -855,6 +855,24 @@ static CUresult fc_func_set_attr(CUfunction_attribute a, int v, const void *h, i
     }
     return CUDA_SUCCESS;
 }
+/* The context limits (one set for the process: the fake's contexts share a device): kept, not enforced. */
+static size_t fc_limits[CU_LIMIT_MAX];
+static CUresult fc_set_limit(CUlimit l, size_t v)
+{
+    if ((unsigned)l >= CU_LIMIT_MAX) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    fc_limits[l] = v;
+    return CUDA_SUCCESS;
+}
+static CUresult fc_get_limit(size_t *v, CUlimit l)
+{
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if ((unsigned)l >= CU_LIMIT_MAX) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    *v = fc_limits[l];
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxSetLimit(CUlimit l, size_t v) { FC_API(1, fc_set_limit(l, v)); }
+CUresult cuCtxGetLimit(size_t *v, CUlimit l) { FC_API(1, fc_get_limit(v, l)); }
+
 CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 {
     FC_API(1, fc_func_set_attr(a, v, f, FC_OBJ_FUNC));

@@ -95,6 +95,7 @@ static const fc_proc fc_procs[] = {
     {"cuLibraryGetKernel", 12000, "cuLibraryGetKernel", 0}, {"cuKernelGetFunction", 12000, "cuKernelGetFunction", 0},
     {"cuKernelGetName", 12030, "cuKernelGetName", 0}, {"cuFuncGetName", 12030, "cuFuncGetName", 0},
     {"cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", 0}, {"cuKernelGetParamInfo", 12040, "cuKernelGetParamInfo", 0},
+    {"cuCtxSetLimit", 3010, "cuCtxSetLimit", 0}, {"cuCtxGetLimit", 3010, "cuCtxGetLimit", 0},
     {"cuFuncGetAttribute", 2020, "cuFuncGetAttribute", 0}, {"cuFuncSetAttribute", 9000, "cuFuncSetAttribute", 0},
     {"cuKernelGetAttribute", 12000, "cuKernelGetAttribute", 0}, {"cuKernelSetAttribute", 12000, "cuKernelSetAttribute", 0},
     {"cuLaunchKernel", 4000, "cuLaunchKernel", "cuLaunchKernel_ptsz"},
