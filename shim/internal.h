@@ -67,7 +67,8 @@ typedef enum {
 #undef AG_HOOK
 
 /* record.c: whether setting attribute a of h (a CUfunction, or a CUkernel on device dev where kernel) to
- * value changes it: 1 where it does, or where the driver does not say what it is now. */
+ * value may invalidate a launch made before: 1 where it changes the value (for the dynamic shared memory
+ * limit, where it lowers it), or where the driver does not say what it is now. */
 int ag_func_attr_changes(const void *h, int kernel, CUdevice dev, CUfunction_attribute a, int value);
 
 /* ---- hooktab.c: names, kinds and lookup tables of hooked entry points. ---- */
@@ -203,7 +204,7 @@ extern AG_TLS unsigned ag_passthru_tick, ag_passthru_mtick;
 /* Writes s as a JSON string literal. */
 void ag_put_json_string(FILE *f, const char *s);
 extern atomic_ulong ag_unmatched_proc;
-/* kernel attribute sets (FATTR hooks) that left the value as it was [0] and that changed it [1] */
+/* kernel attribute sets (FATTR hooks) that passed [0] and that were barriers [1] (ag_func_attr_changes) */
 extern atomic_ulong ag_fattr_sets[2];
 void ag_stats_totals(uint64_t out[AG_ID_COUNT]);
 void ag_stats_fork_child(void);

@@ -201,8 +201,9 @@
 #define AG_GEN_LIMIT AG_BARRIER
 /* A kernel attribute set: a barrier where the value changes (a launch held back must meet the limits it was
  * made under; libraries raise a function's dynamic shared memory limit for a launch and may put it back after
- * it), none where it stays (libraries set it again before each launch). AG_FATTR_<name>: the function or
- * kernel, whether it is a kernel, its device, the attribute and the new value. */
+ * it), none where it stays (libraries set it again before each launch) or where the dynamic shared memory
+ * limit goes up. AG_FATTR_<name>: the function or kernel, whether it is a kernel, its device, the attribute
+ * and the new value. */
 #define AG_FATTR_cuFuncSetAttribute (const void *)hfunc, 0, 0, attrib, value
 #define AG_FATTR_cuKernelSetAttribute (const void *)kernel, 1, dev, attrib, val
 #define AG_GEN_FATTR(name, params, args)                                                              \

@@ -107,9 +107,10 @@ int ag_func_attr_changes(const void *h, int kernel, CUdevice dev, CUfunction_att
                                                        : CUDA_ERROR_NOT_FOUND)
                         : (ag_drv.cuFuncGetAttribute ? ag_drv.cuFuncGetAttribute(&v, a, (CUfunction)h)
                                                      : CUDA_ERROR_NOT_FOUND);
-    int changes = r != CUDA_SUCCESS || v != value;
-    atomic_fetch_add_explicit(&ag_fattr_sets[changes], 1, memory_order_relaxed);
-    return changes;
+    /* a higher dynamic shared memory limit leaves every launch made under the old one valid */
+    int bars = r != CUDA_SUCCESS || (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? value < v : value != v);
+    atomic_fetch_add_explicit(&ag_fattr_sets[bars], 1, memory_order_relaxed);
+    return bars;
 }
 
 const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n)

@@ -222,7 +222,7 @@ static int write_json(const char *path, const uint64_t *tot)
         fprintf(f, "%s\n    \"%s\": %llu", sep, ag_hook_names[i], (unsigned long long)tot[i]);
         sep = ",";
     }
-    fprintf(f, "%s},\n  \"function_attribute_sets\": {\"changed\": %lu, \"unchanged\": %lu},\n", *sep ? "\n  " : "",
+    fprintf(f, "%s},\n  \"function_attribute_sets\": {\"barriers\": %lu, \"passed\": %lu},\n", *sep ? "\n  " : "",
             atomic_load(&ag_fattr_sets[1]), atomic_load(&ag_fattr_sets[0]));
     fprintf(f, "  \"launch_attribute_ids\": [");
     uint64_t ids = __atomic_load_n(&ag_attr_ids_seen, __ATOMIC_RELAXED);
