@@ -3608,7 +3608,8 @@ typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
     uint64_t timed_records, event_destroys_passed, event_destroys_in_segment, event_destroys_after_issue;
-    uint64_t chunks_without_nodes, reissue_failures, engines_disabled, segments_timed, segments_gpu_bound, segments_planned;
+    uint64_t chunks_without_nodes, reissue_failures, engines_disabled;
+    uint64_t segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, old_event_passed;

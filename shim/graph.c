@@ -417,8 +417,8 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
             g->nodes[i] = deps[0];
         else if (AG_LOG_ON(AG_LOG_DEBUG)) {
             char d[512];
-            ag_log(AG_LOG_DEBUG, "capturing operation %u of a chunk of %u failed (CUDA error %d, %zu nodes after it): %s",
-                   i, n, (int)r, ndeps, ag_op_describe(o, d, sizeof d));
+            ag_log(AG_LOG_DEBUG, "capturing operation %u of a chunk of %u failed (CUDA error %d, %zu nodes after it): "
+                   "%s", i, n, (int)r, ndeps, ag_op_describe(o, d, sizeof d));
         }
     }
     for (int k = 1; ok && k < ns; k++) {

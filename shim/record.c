@@ -129,18 +129,20 @@ const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n)
         return buf;
     }
     const char *name = ag_func_name(o->f, -1);
+    uint32_t nparams = o->layout ? o->layout->nparams : 0, total = o->layout ? o->layout->total : 0;
+    int shared = func_attr(o->f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    int dyn = func_attr(o->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    int threads = func_attr(o->f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     size_t used = (size_t)snprintf(
         buf, n, "%s %.80s (%p) grid %u,%u,%u block %u,%u,%u shared %u%s, %u parameters of %u bytes; function: "
                 "static shared %d, most dynamic shared %d, most threads %d; attributes:",
         kind, name ? name : "?", (void *)o->f, o->grid[0], o->grid[1], o->grid[2], o->block[0], o->block[1],
-        o->block[2], o->smem, o->ex ? " (Ex)" : "", o->layout ? o->layout->nparams : 0, o->layout ? o->layout->total : 0,
-        func_attr(o->f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES), func_attr(o->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
-        func_attr(o->f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+        o->block[2], o->smem, o->ex ? " (Ex)" : "", nparams, total, shared, dyn, threads);
     for (unsigned i = 0; i < o->nattrs && used < n; i++) {
-        uint64_t v[2];
+        uint64_t v[2]; /* the value's first 16 bytes */
         memcpy(v, &o->attrs[i].value, sizeof v);
-        used += (size_t)snprintf(buf + used, n - used, " %d=%llx:%llx", (int)o->attrs[i].id, (unsigned long long)v[0],
-                                 (unsigned long long)v[1]);
+        used += (size_t)snprintf(buf + used, n - used, " %d=%llx:%llx", (int)o->attrs[i].id,
+                                 (unsigned long long)v[0], (unsigned long long)v[1]);
     }
     if (!o->nattrs && used < n)
         snprintf(buf + used, n - used, " none");
