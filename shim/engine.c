@@ -870,6 +870,16 @@ static void reissued(uint32_t lost, CUresult err)
     disable("held work failed when it was re-issued", err, 0);
 }
 
+/* Under the lock: the pending list issued eagerly, in order (reissue), emptied, and any refusal acted on. */
+static void reissue_pending(void)
+{
+    CUresult err = CUDA_SUCCESS;
+    uint32_t lost = reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees, &err);
+    ag_stage_done();
+    issued();
+    reissued(lost, err);
+}
+
 static void settle(void);
 
 /* Issues the held operations eagerly, in order. They were validated by earlier eager runs; an error
@@ -884,12 +894,8 @@ static void flush_eager(int reason)
         E.fallbacks[reason]++;
     E.pf_other = 1;
     uint64_t t0 = ag_now_ns();
-    CUresult err = CUDA_SUCCESS;
-    uint32_t lost = reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees, &err);
-    ag_stage_done();
-    issued();
+    reissue_pending();
     E.reissue_ns += ag_now_ns() - t0;
-    reissued(lost, err);
 }
 
 /* ---- replay sampling ---- */
@@ -1079,12 +1085,8 @@ static void complete(ag_variant_t *v, int may_post)
         if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
             ag_log(AG_LOG_TRACE, "engine %d: chunk of %u event operations complete%s: issued without a graph", E.idx,
                    E.npending, may_post ? "" : " at a barrier");
-        CUresult err = CUDA_SUCCESS;
-        uint32_t lost = reissue(E.pending, E.npending, E.arena, E.frees, E.nfrees, &err);
-        ag_stage_done();
-        issued();
+        reissue_pending();
         E.chunks_without_nodes++;
-        reissued(lost, err);
         ag_learner_succeeded(v);
         E.replay_host_ns += ag_now_ns() - t0;
         return;
@@ -2491,7 +2493,6 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
             o.nattrs = (uint8_t)c->cfg->numAttrs;
             memset(o.attrs, 0, sizeof *o.attrs * o.nattrs);
             for (unsigned i = 0; ok && i < o.nattrs; i++) {
-                ag_attr_seen(c->cfg->attrs[i].id);
                 int vs = ag_attr_value_size(c->cfg->attrs[i].id);
                 ok = vs >= 0 && (size_t)vs <= sizeof o.attrs[i].value;
                 if (ok) {

@@ -356,6 +356,8 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
             goto fail;
         if (is_copy(o))
             g->ends[i] = copy_ends(o, stage);
+        for (unsigned k = 0; o->kind == OP_KERNEL && k < o->nattrs; k++)
+            ag_attr_seen(o->attrs[k].id);
     }
     memcpy(g->ops, c->ops, sizeof *g->ops * n);
     if (c->arena_used) /* a chunk without kernels may have no arena at all */

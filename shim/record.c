@@ -88,25 +88,31 @@ const char *ag_func_name(CUfunction f, int kernel)
 }
 
 /* A function attribute of f (a CUfunction or a CUkernel handle), or -1 where the driver gives none. */
+/* Attribute a of h into *v: a CUfunction (kernel 0), a CUkernel on device dev (kernel 1), or either (kernel
+ * -1: the CUfunction query first, then the CUkernel one on the current context's device). */
+static CUresult get_attr(const void *h, int kernel, CUdevice dev, CUfunction_attribute a, int *v)
+{
+    CUresult r = CUDA_ERROR_INVALID_HANDLE;
+    if (kernel <= 0)
+        r = ag_drv.cuFuncGetAttribute ? ag_drv.cuFuncGetAttribute(v, a, (CUfunction)h) : CUDA_ERROR_NOT_FOUND;
+    if (r != CUDA_SUCCESS && kernel < 0 && !(ag_drv.cuCtxGetDevice && ag_drv.cuCtxGetDevice(&dev) == CUDA_SUCCESS))
+        return r;
+    if (r != CUDA_SUCCESS && kernel != 0)
+        r = ag_drv.cuKernelGetAttribute ? ag_drv.cuKernelGetAttribute(v, a, (CUkernel)h, dev) : CUDA_ERROR_NOT_FOUND;
+    return r;
+}
+
+/* For a log line: attribute a of f (either handle), or -1 where the driver gives none. */
 static int func_attr(CUfunction f, CUfunction_attribute a)
 {
-    int v = -1;
-    CUdevice dev;
-    if (ag_drv.cuFuncGetAttribute && ag_drv.cuFuncGetAttribute(&v, a, f) == CUDA_SUCCESS)
-        return v;
-    if (ag_drv.cuKernelGetAttribute && ag_drv.cuCtxGetDevice && ag_drv.cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
-        ag_drv.cuKernelGetAttribute(&v, a, (CUkernel)f, dev) == CUDA_SUCCESS)
-        return v;
-    return -1;
+    int v;
+    return get_attr(f, -1, 0, a, &v) == CUDA_SUCCESS ? v : -1;
 }
 
 int ag_func_attr_changes(const void *h, int kernel, CUdevice dev, CUfunction_attribute a, int value)
 {
     int v;
-    CUresult r = kernel ? (ag_drv.cuKernelGetAttribute ? ag_drv.cuKernelGetAttribute(&v, a, (CUkernel)h, dev)
-                                                       : CUDA_ERROR_NOT_FOUND)
-                        : (ag_drv.cuFuncGetAttribute ? ag_drv.cuFuncGetAttribute(&v, a, (CUfunction)h)
-                                                     : CUDA_ERROR_NOT_FOUND);
+    CUresult r = get_attr(h, kernel, dev, a, &v);
     /* a higher dynamic shared memory limit leaves every launch made under the old one valid */
     int bars = r != CUDA_SUCCESS || (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? value < v : value != v);
     atomic_fetch_add_explicit(&ag_fattr_sets[bars], 1, memory_order_relaxed);
