@@ -183,6 +183,9 @@ struct engine {
     /* events waited for since the last real barrier, the same way: a held wait refers to its event */
     CUevent seg_waits[SEG_RECORDS];
     int nseg_waits;
+    /* the streams of the operations since the last real barrier (a graph holds AG_MAX_STREAMS at most) */
+    CUstream seg_streams[AG_MAX_STREAMS];
+    int nseg_streams;
     /* Events the program destroyed while held operations might name them (ag_engine_event_destroy),
      * destroyed by the engine once nothing is held (reap); seg_dead: destroys of events the segment named,
      * which do not end it (by the program's order, as every barrier, so learning and replay cut alike) */
@@ -1024,7 +1027,7 @@ static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_fre
     uint64_t t0 = ag_now_ns();
     int failed = patch && ag_graph_patch(g, c) != 0 ? FB_PATCH_FAILED : 0;
     uint64_t t1 = ag_now_ns();
-    CUstream s = c->ops[0].stream;
+    CUstream s = ag_graph_stream(g);
     if (!failed) {
         int k = own ? sample_begin(s) : -1;
         CUresult r = ag_graph_launch(g, c);
@@ -1801,7 +1804,7 @@ static void barrier(uint64_t kind, int reason)
     }
     uint64_t content = E.learner.content; /* of the segment ending here (since a virtual barrier, if any) */
     uint64_t seed = E.learner.seg_seed, seg_t0 = E.pf_t0; /* its start */
-    E.nseg_recs = E.nseg_waits = 0; /* everything recorded or waited for so far is issued below */
+    E.nseg_recs = E.nseg_waits = E.nseg_streams = 0; /* everything recorded or waited for so far is issued below */
     E.seg_dead = 0;
     ag_variant_t *c = E.npending ? completing(1) : NULL;
     if (!c && E.ncand)
@@ -1959,6 +1962,18 @@ static void seg_record(CUevent ev)
     seg_add(E.seg_recs, &E.nseg_recs, ev);
 }
 
+/* Notes stream s among the segment's streams; 1 where it is not among them and there is no room left. */
+static int seg_stream_full(CUstream s)
+{
+    for (int i = 0; i < E.nseg_streams; i++)
+        if (E.seg_streams[i] == s)
+            return 0;
+    if (E.nseg_streams == AG_MAX_STREAMS)
+        return 1;
+    E.seg_streams[E.nseg_streams++] = s;
+    return 0;
+}
+
 /* An operation with this signature failed when it was issued once (issue_now): CUDA reports such an
  * error at the call, so it is never held back. */
 static int tainted(uint64_t sig)
@@ -1974,11 +1989,13 @@ static int tainted(uint64_t sig)
 AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra, uint64_t t0,
                             uint64_t *sig_out, uint64_t kernel_shape_free, uint64_t *op_out)
 {
-    /* Created streams may share a chunk (their order is kept with events around the graph); the legacy
-     * stream synchronizes implicitly with blocking streams, so a switch to or from it ends the chunk. */
-    if (E.cur_stream && o->stream != E.cur_stream &&
-        (o->stream == CU_STREAM_LEGACY || E.cur_stream == CU_STREAM_LEGACY))
+    /* Streams may share a chunk, the legacy stream too: their order is kept with events around the graph,
+     * and the legacy stream's implicit order with the blocking streams inside it (graph.c). A stream past
+     * AG_MAX_STREAMS since the last barrier ends the segment (decided by the program's order alone). */
+    if ((o->stream != E.cur_stream || !E.nseg_streams) && seg_stream_full(o->stream)) {
         barrier(0x5717ea3ULL ^ (uint64_t)(uintptr_t)o->stream, FB_STREAM);
+        seg_stream_full(o->stream);
+    }
     E.cur_stream = o->stream;
     if (o->kind == OP_EVREC && E.nrecs == AG_MAX_RECORDS)
         barrier(0x7ec5ULL, FB_UNDEFERRABLE);
@@ -3634,6 +3651,7 @@ static void add_totals(void *arg)
     for (int i = 0; i < 3; i++)
         t->gs.patched_by[i] += gs.patched_by[i], t->gs.patch_drv_ns[i] += gs.patch_drv_ns[i];
     t->gs.live += gs.live, t->gs.mem += gs.mem, t->gs.thread_stages += gs.thread_stages;
+    t->gs.mixing_legacy += gs.mixing_legacy;
     t->deferred += E.deferred, t->replayed += E.replayed, t->graph_launches += E.graph_launches;
     t->match_ns += E.match_ns, t->match_timed += E.match_timed, t->match_lock_ns += E.match_lock_ns;
     t->eager_kernels += E.eager_kernels, t->replay_host_ns += E.replay_host_ns;
@@ -3737,6 +3755,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                        (double)t.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_device_bytes\": %zu,\n    \"graphs_evicted\": %llu,\n"
+               "    \"graphs_mixing_legacy\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_median\": %.1f,\n"
                "    \"host_ns_per_match_to_lock\": %.1f,\n"
@@ -3767,7 +3786,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)t.deferred, (unsigned long long)t.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
-            (unsigned long long)gs.evicted, (unsigned long long)t.graph_launches, (unsigned long long)gs.patched,
+            (unsigned long long)gs.evicted, (unsigned long long)gs.mixing_legacy, (unsigned long long)t.graph_launches,
+            (unsigned long long)gs.patched,
             per_match, t.match_median, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,
             (unsigned long long)t.rests, (unsigned long long)t.rested_segments,
             (unsigned long long)t.rest_ended_by_ops, saved_ms, t.variants,

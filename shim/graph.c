@@ -62,13 +62,19 @@ struct ag_graph {
     uint64_t last_launch; /* for least-recently-used eviction */
     size_t mem;           /* device memory the driver took for the exec (estimated at instantiation) */
     ag_variant_t *owner;
+    /* The chunk's streams in order of first use (a variant's chunks have the same), the index of the
+     * legacy stream among them (-1: none), and the created ones that were blocking when it was captured
+     * (bits by index): the graph holds the legacy stream's implicit order with those. */
+    CUstream streams[AG_MAX_STREAMS];
+    int nstreams, legacy;
+    uint32_t blocking;
 };
 
 static struct {
     CUcontext ctx;
     CUstream cap_stream;
     CUstream cap_streams[AG_MAX_STREAMS]; /* [0] is cap_stream; the others join a capture through events */
-    CUevent fork_ev, post_ev, join_ev[AG_MAX_STREAMS], pre_ev[AG_MAX_STREAMS], shadow_ev[AG_MAX_RECORDS];
+    CUevent fork_ev, post_ev, imp_ev, join_ev[AG_MAX_STREAMS], pre_ev[AG_MAX_STREAMS], shadow_ev[AG_MAX_RECORDS];
     struct {
         unsigned char *buf[STAGE_BUFS];
         int cur;
@@ -92,6 +98,7 @@ static struct {
     void **spare;
     uint32_t nspare, cap_spare;
     uint64_t thread_stages;
+    uint64_t mixing_legacy; /* graphs built over the legacy stream and created streams */
 } Gs[AG_MAX_ENGINES];
 /* The state of the engine this thread works for now (ag_graph_use): each engine has its own context,
  * capture streams, staging buffers and cache. */
@@ -134,9 +141,9 @@ static int capture_resources(int n)
     for (int k = 1; k < n; k++)
         if (!G.cap_streams[k] && ag_drv.cuStreamCreate(&G.cap_streams[k], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
             return -1;
-    if (n > 1 && make_event(&G.fork_ev))
+    if (n > 1 && (make_event(&G.fork_ev) || make_event(&G.imp_ev)))
         return -1;
-    for (int k = 1; k < n; k++)
+    for (int k = 0; n > 1 && k < n; k++)
         if (make_event(&G.join_ev[k]) || make_event(&G.pre_ev[k]))
             return -1;
     for (int i = 0; i < AG_MAX_RECORDS; i++)
@@ -333,6 +340,46 @@ static void evict_lru_graph(void)
     G.graphs_evicted++;
 }
 
+/* Created stream s is blocking (synchronizes with the legacy stream); where the driver cannot say, *known
+ * is 0 and it counts as blocking. */
+static int stream_blocking(CUstream s, int *known)
+{
+    unsigned flags = 0;
+    *known = ag_drv.cuStreamGetFlags(s, &flags) == CUDA_SUCCESS;
+    return !*known || !(flags & CU_STREAM_NON_BLOCKING);
+}
+
+/* Where capture stream `to` goes on only after what capture stream `from` has captured so far. */
+static CUresult capture_edge(int from, int to)
+{
+    CUresult r = REAL(cuEventRecord)(G.imp_ev, G.cap_streams[from]);
+    return r == CUDA_SUCCESS ? REAL(cuStreamWaitEvent)(G.cap_streams[to], G.imp_ev, 0) : r;
+}
+
+/* Before operation i of a chunk that mixes the legacy stream (index g->legacy) with created streams is
+ * captured on stream k: the legacy stream's implicit order made explicit. An operation on the legacy stream
+ * follows everything the blocking streams did before it, and one on a blocking stream follows what the
+ * legacy stream did before it (event records and waits count: conservatively, more order). *dirty: the
+ * blocking streams with operations the legacy stream has not followed yet; *behind: those that have not
+ * followed the legacy stream's latest operations. */
+static CUresult legacy_edges(const ag_graph_t *g, int k, uint32_t *dirty, uint32_t *behind)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (k == g->legacy) {
+        for (int j = 0; r == CUDA_SUCCESS && j < g->nstreams; j++)
+            if (*dirty & (1u << j))
+                r = capture_edge(j, k);
+        *dirty = 0;
+        *behind = g->blocking;
+    } else if (g->blocking & (1u << k)) {
+        if (*behind & (1u << k))
+            r = capture_edge(g->legacy, k);
+        *behind &= ~(1u << k);
+        *dirty |= 1u << k;
+    }
+    return r;
+}
+
 /* Captures the pending operations into a graph on the private stream. */
 ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
 {
@@ -371,6 +418,16 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
         goto fail;
     }
     G.cap_streams[0] = G.cap_stream;
+    memcpy(g->streams, streams, sizeof *streams * (size_t)ns);
+    g->nstreams = ns;
+    g->legacy = -1;
+    for (int k = 0; k < ns; k++)
+        if (streams[k] == CU_STREAM_LEGACY)
+            g->legacy = k;
+    for (int k = 0, known; g->legacy >= 0 && k < ns; k++)
+        if (k != g->legacy && stream_blocking(streams[k], &known))
+            g->blocking |= 1u << k;
+    uint32_t dirty = 0, behind = 0;
 
     /* Each application stream gets a capture stream; the others fork from the first at the start and
      * join it at the end. Event records become private events inside the capture, so a wait on a
@@ -392,6 +449,10 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     for (uint32_t i = 0; ok && i < n; i++) {
         const ag_op_t *o = &c->ops[i];
         CUstream cs = G.cap_streams[sidx[i]];
+        if (g->blocking && (r = legacy_edges(g, sidx[i], &dirty, &behind)) != CUDA_SUCCESS) {
+            ok = 0;
+            break;
+        }
         if (o->kind == OP_EVREC) {
             rec_no[i] = records;
             r = REAL(cuEventRecord)(G.shadow_ev[records++], cs);
@@ -474,6 +535,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     G.graphs[G.ngraphs++] = g;
     G.mem += g->mem;
     G.graphs_built++;
+    G.mixing_legacy += g->legacy >= 0 && g->nstreams > 1;
     return g;
 fail:
     graph_free(g);
@@ -633,19 +695,39 @@ const ag_op_t *ag_graph_op(const ag_graph_t *g, uint32_t i)
     return g && i < g->n ? &g->ops[i] : NULL;
 }
 
-/* Launches the graph on the chunk's first stream, ordered with the chunk's other streams: the graph
- * waits for their earlier work and for the records made before the chunk that it waits on, they wait
- * for the graph, and the application's events are recorded after it. Later than CUDA would complete
- * them, never earlier. */
+CUstream ag_graph_stream(const ag_graph_t *g)
+{
+    return g->streams[g->legacy >= 0 ? g->legacy : 0];
+}
+
+/* Launches the graph on its stream (ag_graph_stream), ordered with the chunk's other streams: the graph
+ * waits for their earlier work (a launch on the legacy stream does for the blocking ones) and for the
+ * records made before the chunk that it waits on, they all wait for the graph, and the application's
+ * events are recorded after it. Later than CUDA would complete them, never earlier. A stream the capture
+ * found non-blocking that is blocking now (its handle reused) would miss the legacy stream's order: the
+ * launch is refused then, before anything was issued. */
 CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
 {
-    CUstream streams[AG_MAX_STREAMS];
+    CUstream streams[AG_MAX_STREAMS] = {0};
     int ns = chunk_streams(c, streams, NULL);
-    if (ns < 1)
+    if (ns != g->nstreams || memcmp(streams, g->streams, sizeof *streams * (size_t)ns))
         return CUDA_ERROR_INVALID_VALUE; /* cannot be: the graph was built from these operations */
-    CUstream s0 = streams[0];
+    int s0i = g->legacy >= 0 ? g->legacy : 0;
+    CUstream s0 = streams[s0i];
+    uint32_t implied = 0; /* blocking streams whose earlier work a launch on the legacy stream waits for */
+    for (int k = 0, known; g->legacy >= 0 && k < ns; k++) {
+        if (k == s0i || !stream_blocking(streams[k], &known))
+            continue;
+        if (known && !(g->blocking & (1u << k))) {
+            ag_log(AG_LOG_DEBUG, "a graph's stream %p is blocking now, not when it was captured", (void *)streams[k]);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        implied |= known ? 1u << k : 0;
+    }
     CUresult r = CUDA_SUCCESS;
-    for (int k = 1; r == CUDA_SUCCESS && k < ns; k++) {
+    for (int k = 0; r == CUDA_SUCCESS && k < ns; k++) {
+        if (k == s0i || (implied & (1u << k)))
+            continue;
         r = REAL(cuEventRecord)(G.pre_ev[k], streams[k]);
         if (r == CUDA_SUCCESS)
             r = REAL(cuStreamWaitEvent)(s0, G.pre_ev[k], 0);
@@ -661,12 +743,14 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
     if (r != CUDA_SUCCESS)
         return r;
     /* From here on the graph's work is issued: what follows cannot be undone by an eager re-issue, so
-     * a failure is only logged (the next sync reports a sticky error if there is one). */
+     * a failure is only logged (the next sync reports a sticky error if there is one). Every other stream
+     * waits for the graph, the blocking ones too: a sync of one right after must cover it. */
     CUresult rr = CUDA_SUCCESS;
     if (ns > 1) {
         rr = REAL(cuEventRecord)(G.post_ev, s0);
-        for (int k = 1; rr == CUDA_SUCCESS && k < ns; k++)
-            rr = REAL(cuStreamWaitEvent)(streams[k], G.post_ev, 0);
+        for (int k = 0; rr == CUDA_SUCCESS && k < ns; k++)
+            if (k != s0i)
+                rr = REAL(cuStreamWaitEvent)(streams[k], G.post_ev, 0);
     }
     if (rr != CUDA_SUCCESS)
         AG_LOG_CAPPED(AG_LOG_WARN, "ordering a graph with its streams failed (CUDA error %d)", (int)rr);
@@ -710,4 +794,5 @@ void ag_graph_stats(ag_graph_stats_t *out)
     out->live = G.ngraphs;
     out->mem = G.mem;
     out->thread_stages = G.thread_stages;
+    out->mixing_legacy = G.mixing_legacy;
 }

@@ -9,9 +9,9 @@
 #include "pattern.h"
 #include "record.h"
 
-/* Streams in one graph, and event records in one chunk; more ends the chunk (engine.c). */
-#define AG_MAX_STREAMS 8
-#define AG_MAX_RECORDS 16
+/* Streams in one segment, and event records in one segment; more ends the segment (engine.c). */
+#define AG_MAX_STREAMS 16
+#define AG_MAX_RECORDS 64
 /* A blocking device-to-host copy up to this size can end a graph (through a staging buffer). */
 #define AG_D2H_STAGING_MAX (1u << 20)
 
@@ -33,6 +33,10 @@ int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c);
 int ag_graph_chunk_streams(const ag_chunk_t *c);
 /* The operation node i of g holds (NULL past its end, or without a graph). */
 const ag_op_t *ag_graph_op(const ag_graph_t *g, uint32_t i);
+/* The stream g is launched on: the legacy stream where the chunk uses it (a launch there waits for every
+ * blocking stream's earlier work, as each of the chunk's legacy operations would have), else the chunk's
+ * first. */
+CUstream ag_graph_stream(const ag_graph_t *g);
 /* Launches the graph for the chunk, ordered with the chunk's streams and the events it waits for.
  * CUDA's result: a failure means nothing of the chunk was issued. The chunk's event records are left to
  * ag_graph_record_events. */
@@ -72,6 +76,7 @@ typedef struct {
     uint32_t live;
     size_t mem; /* device memory of the live graphs (estimated) */
     uint64_t thread_stages; /* blocking-read staging buffers allocated (AG_D2H_STAGING_MAX bytes each) */
+    uint64_t mixing_legacy; /* graphs built of chunks on the legacy stream and created streams */
 } ag_graph_stats_t;
 void ag_graph_stats(ag_graph_stats_t *out);
 

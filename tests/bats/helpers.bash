@@ -72,7 +72,8 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" stalls={r.get('stall_flushes', '-')} pinned_d2h={r.get('pinned_d2h_copies_held', '-')}"
       f" memcpy_async={s.get('calls', {}).get('cuMemcpyAsync', 0)}"
       f" fattr(barriers/passed)={'/'.join(str(v) for v in (s.get('function_attribute_sets') or {}).values()) or '-'}"
-      f" refused={r.get('reissue_failures', '-')} attrs={s.get('launch_attribute_ids', '-')}")
+      f" refused={r.get('reissue_failures', '-')} attrs={s.get('launch_attribute_ids', '-')}"
+      f" mixing_legacy={r.get('graphs_mixing_legacy', '-')}")
 PY
 }
 

@@ -282,6 +282,54 @@ static void t_stream_wait_event(int memop)
     CK(cuEventDestroy(back));
 }
 
+/* The legacy stream and a blocking stream (s2) share the work, ordered by nothing but the legacy stream's
+ * implicit synchronization with blocking streams, and a non-blocking stream (s1) joins through events in
+ * between: the chunks mix the three streams (graphs_mixing_legacy), and their graphs must keep that order,
+ * and the order with another blocking stream (s3) whose work came before the chunk.
+ * Each round ends with a sync of the blocking stream (copy 0: it must cover the graph's work on it) or a
+ * blocking copy to the host on the legacy stream (copy 1: it waits for the blocking stream too). */
+static void t_legacy_implicit(int copy)
+{
+    CUevent ev, back;
+    CUstream s3;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&back, CU_EVENT_DISABLE_TIMING));
+    CK(cuStreamCreate(&s3, CU_STREAM_DEFAULT));
+    for (int r = 0; r < ROUNDS; r++) {
+        CK(step(s3, Z, 0.3f));
+        CK(cuStreamSynchronize(s1)); /* idle: a barrier that waits for nothing, s3's step may still run */
+        CK(step(s2, X, 0.01f * (float)r)); /* the chunk starts on the blocking stream */
+        CK(addto(NULL, Y, Z));              /* the legacy stream waits for every blocking stream: s3 too */
+        CK(addto(NULL, Y, X));              /* and s2 */
+        CK(step(NULL, Y, 0.5f));
+        CK(addto(s2, Z, Y)); /* after the legacy stream's work */
+        CK(step(s2, Z, 0.25f));
+        CK(cuEventRecord(ev, s2));
+        CK(cuStreamWaitEvent(s1, ev, 0));
+        CK(addto(s1, X, Z));
+        CK(step(s1, X, 0.125f));
+        CK(cuEventRecord(back, s1));
+        CK(cuStreamWaitEvent(NULL, back, 0));
+        CK(addto(NULL, Y, X));
+        CK(addto(s2, Z, Y));
+        CK(step(s2, Z, 0.75f));
+        if (copy) {
+            float h[OBS];
+            CK(addto(NULL, Y, Z)); /* after the blocking stream's step */
+            CK(cuMemcpyDtoH(h, Y, sizeof h));
+            observe(r, h, sizeof h);
+        } else {
+            CK(store(s2, P2, Z));
+            CK(cuStreamSynchronize(s2));
+            observe(r, P2, OBS * 4);
+        }
+    }
+    CK(cuCtxSynchronize());
+    CK(cuStreamDestroy(s3));
+    CK(cuEventDestroy(ev));
+    CK(cuEventDestroy(back));
+}
+
 static void t_event_query_deferred(void)
 {
     CUevent ev;
@@ -1235,6 +1283,8 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "stream_wait_event")) t_stream_wait_event(0);
     else if (!strcmp(n, "stream_memops")) t_stream_wait_event(1);
     else if (!strcmp(n, "event_query_deferred")) t_event_query_deferred();
+    else if (!strcmp(n, "legacy_implicit")) t_legacy_implicit(0);
+    else if (!strcmp(n, "legacy_implicit_copy")) t_legacy_implicit(1);
     else if (!strcmp(n, "event_elapsed")) t_event_elapsed();
     else if (!strcmp(n, "event_sync_query")) t_event_sync_query();
     else if (!strcmp(n, "host_func")) t_host_func();

@@ -334,9 +334,11 @@ int main(int argc, char **argv)
         CK(cuEventCreate(&pt_ev, CU_EVENT_DISABLE_TIMING));
     CUevent fork, join;
     int two = strcmp(which, "twostreams") == 0, legacyside = strcmp(which, "legacyside") == 0;
-    /* From half-way on, in the middle of the learned loop, one launch on the legacy stream (streamswitch)
-     * or in another context (ctxswitch), into a buffer of its own: the held work must go first, and
-     * the fallback is counted (other_stream, other_context). */
+    /* From half-way on, in the middle of the learned loop, one launch in another context (ctxswitch), or
+     * on the legacy stream (streamswitch), into a buffer of its own: the held work must go first, and the
+     * fallback is counted (other_stream, other_context). streamswitch's loop launches on 15 more created
+     * streams each iteration, there, into slices of that buffer: with the program's stream, as many as a
+     * segment may span (AG_MAX_STREAMS), and the legacy stream is one more. */
     int streamswitch = strcmp(which, "streamswitch") == 0, ctxswitch = strcmp(which, "ctxswitch") == 0;
     /* ctxwait: in the middle of every iteration the held work's stream records an event after a kernel
      * that writes the iteration + 1 into a mark; another thread, in another context, makes its stream
@@ -373,6 +375,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    CUstream more[15];
+    for (int j = 0; streamswitch && j < 15; j++)
+        CK(cuStreamCreate(&more[j], CU_STREAM_NON_BLOCKING));
     if (ctxswitch || streamswitch) {
         CK(cuMemAlloc(&own, N * sizeof(float)));
         CK(cuMemsetD32(own, 0, N));
@@ -652,9 +657,17 @@ int main(int argc, char **argv)
                 while (__atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < (obs.held ? it + 1 : it))
                     ;
             }
+            for (int j = 0; streamswitch && k == 20 && j < 15; j++) { /* a slice each, after the first */
+                CUdeviceptr sl = own + (CUdeviceptr)(j + 1) * (N / 32) * sizeof(float);
+                float sa = 0.5f, sb = (float)j;
+                int sn = N / 32;
+                void *q[] = {&sl, &sl, &sa, &sb, &sn};
+                CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, more[j], q, NULL));
+            }
             if ((streamswitch || ctxswitch) && k == 20 && it >= iters / 2) {
                 float oa = 0.5f, ob = (float)it;
-                void *o[] = {&own, &own, &oa, &ob, &len};
+                int on = streamswitch ? N / 32 : len; /* streamswitch: the first slice */
+                void *o[] = {&own, &own, &oa, &ob, &on};
                 if (ctxswitch)
                     CK(cuCtxSetCurrent(ctx2));
                 CK(launch(ctxswitch ? axpb2 : axpb, 1, 1, 1, 32, 1, 1, 0, NULL, o, NULL));

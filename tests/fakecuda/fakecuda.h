@@ -20,7 +20,9 @@
  *   that respects FIFO order per stream, cuStreamWaitEvent, and the legacy default stream's
  *   implicit synchronization with blocking streams (the per-thread default streams are blocking).
  * - Queries run the pending work and return CUDA_SUCCESS; with FAKECUDA_QUERY_NOT_READY=1 the
- *   first query of a not-yet-complete stream position or event record returns NOT_READY.
+ *   first query of a not-yet-complete stream position or event record returns NOT_READY. A stream
+ *   whose pending work is only waits for events already complete is complete (a GPU resolves such
+ *   a wait as it reaches it): a stream query retires them first.
  * - Async copies from pageable host memory snapshot the source at the call; from pinned memory
  *   they read it at execution time.
  * - Kernels are C functions registered by name; every module image is a NUL-terminated string

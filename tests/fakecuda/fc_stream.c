@@ -344,6 +344,10 @@ static CUresult fc_stream_query(CUstream h, int ptds)
     if (r) return r;
     if (s->done_seq >= s->last_seq) return CUDA_SUCCESS;
     if (tl_passive) return CUDA_ERROR_NOT_READY;
+    /* A wait for work that is done is no work left: a stream whose queue holds only such waits has
+     * completed (a GPU resolves them as it reaches them; a query finds nothing of it running). */
+    while (s->head && s->head->kind == FC_OP_NOP && fc_op_ready(s->head)) fc_exec_head(s);
+    if (s->done_seq >= s->last_seq) return CUDA_SUCCESS;
     if (fc_g.query_not_ready && s->queried_seq < s->last_seq) {
         s->queried_seq = s->last_seq;
         return CUDA_ERROR_NOT_READY;

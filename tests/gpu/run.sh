@@ -330,7 +330,8 @@ except (OSError, ValueError):
 if ab and s:
     r = s["replay"]
     print(f"{ab}, {100.0 * r['launches_replayed'] / max(1, s['launches']):.1f}% replayed (half the steps paused), "
-          f"{s['launches'] / 200:.0f} launches and {r['graph_launches'] / 200:.1f} graph launches per step, "
+          f"{s['launches'] / 200:.0f} launches and {r['graph_launches'] / 200:.1f} graph launches per step "
+          f"({r.get('graphs_mixing_legacy', '-')} graphs mix the legacy stream with others), "
           f"{r['host_ns_per_match']:.0f} ns per matched launch (median {r.get('host_ns_per_match_median', 0):.0f}), "
           f"fallbacks {dict((k, v) for k, v in r['fallbacks'].items() if v)} | identical losses: {same}")
 else:
