@@ -222,6 +222,10 @@ typedef struct prog {
      * kernel's limit raised just before the launch and put back just after (as libraries do; CUDA, and
      * fakecuda, check the launch against it at the call) */
     int bigsmem;
+    /* implicit (drawn apart too; half the programs whose streams are the legacy stream and a blocking one,
+     * in one context): forks and joins make no event, the legacy stream's implicit synchronization with
+     * blocking streams orders the two (an operation on either waits for the other's earlier work) */
+    int implicit;
 } prog_t;
 
 static int g_verbose;
@@ -642,6 +646,7 @@ static void exec_op(prog_t *p, int idx, int it)
         }
         break;
     case OP_FORK: {
+        if (p->implicit) break;
         CUevent ev = p->ev_fork;
         if (p->handoff) DT_CK(S, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
         DT_CK(S, cuEventRecord(ev, p->s_main));
@@ -653,6 +658,7 @@ static void exec_op(prog_t *p, int idx, int it)
         break;
     }
     case OP_JOIN: {
+        if (p->implicit) break;
         CUevent ev = p->ev_join;
         side_ctx(p, 1);
         if (p->handoff) DT_CK(S, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)); /* in the side stream's context */
@@ -844,6 +850,8 @@ static void describe(const prog_t *p)
         fprintf(stderr, "  forks and joins through events made and destroyed each time (hand-off %d)\n", p->handoff);
     if (p->bigsmem)
         fprintf(stderr, "  a quarter of the launches with 64 KiB of dynamic shared memory, the limit raised for each\n");
+    if (p->implicit)
+        fprintf(stderr, "  forks and joins without events: the legacy stream's implicit order only\n");
     for (int i = 0; i < p->nops; i++) {
         const op_t *o = &p->ops[i];
         fprintf(stderr, "  %3d %-12s", i, kn[o->kind]);
@@ -912,6 +920,9 @@ static int run_program(uint64_t seed)
     p->handoff = (int)(dt_mix(seed, 0x4a4d0ffULL) % 6); /* a third of the programs: 1 or 2 */
     p->handoff = p->handoff <= 2 ? p->handoff : 0;
     p->bigsmem = dt_mix(seed, 0x5b16e3ULL) % 6 == 0; /* a sixth of the programs */
+    p->implicit = !g_twoctx && p->main_kind + p->side_kind == ST_LEGACY + ST_BLOCKING &&
+                  dt_mix(seed, 0x1e6ac7ULL) % 2 == 0;
+    if (p->implicit) p->handoff = 0;
     if (g_verbose) describe(p);
     if (g_sabotage) p->sab_mode = g_sabotage, p->sab_iter = p->iters > 7 ? 7 : p->iters - 1;
     late_idx = -1;
