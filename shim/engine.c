@@ -3158,6 +3158,18 @@ static void release_graphs(void *arg)
     ag_graph_release_all();
 }
 
+static void release_stream_graphs(void *s)
+{
+    ag_graph_release_stream((CUstream)s);
+}
+
+/* A stream is destroyed (its held work was issued just before, where the engine runs): paused or not, every
+ * engine's graphs drawn from its flags go (ag_graph_release_stream). */
+void ag_engine_stream_gone(CUstream s)
+{
+    each_engine(release_stream_graphs, (void *)s);
+}
+
 /* A module or library is unloaded (the held work that used its kernels was issued just before): the
  * driver may give their handles to other kernels from now on, with other parameters and code, so the
  * kernels' layouts are asked for again and every graph is built anew from the work it next holds. */

@@ -68,6 +68,8 @@ struct ag_graph {
     CUstream streams[AG_MAX_STREAMS];
     int nstreams, legacy;
     uint32_t blocking;
+    uint32_t implied; /* of those, the ones the driver said are blocking: a launch on the legacy stream
+                       * waits for their earlier work (the others, unknown, are waited for through events) */
 };
 
 static struct {
@@ -318,6 +320,21 @@ void ag_graph_release(ag_variant_t *v, void *ctx)
     v->graph = NULL;
 }
 
+/* Stream s is destroyed: its handle may come back as a stream with other flags, so the graphs whose edges
+ * were drawn from its flags (those that hold the legacy stream's implicit order with it) are released, and
+ * built anew from the work their variants next hold. */
+void ag_graph_release_stream(CUstream s)
+{
+    for (uint32_t i = G.ngraphs; i-- > 0;) { /* ag_graph_release moves the last graph into i */
+        const ag_graph_t *g = G.graphs[i];
+        for (int k = 0; g->legacy >= 0 && k < g->nstreams; k++)
+            if (g->streams[k] == s) {
+                ag_graph_release(g->owner, NULL);
+                break;
+            }
+    }
+}
+
 void ag_graph_release_all(void)
 {
     for (uint32_t i = 0; i < G.ngraphs; i++) {
@@ -425,8 +442,10 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
         if (streams[k] == CU_STREAM_LEGACY)
             g->legacy = k;
     for (int k = 0, known; g->legacy >= 0 && k < ns; k++)
-        if (k != g->legacy && stream_blocking(streams[k], &known))
+        if (k != g->legacy && stream_blocking(streams[k], &known)) {
             g->blocking |= 1u << k;
+            g->implied |= known ? 1u << k : 0;
+        }
     uint32_t dirty = 0, behind = 0;
 
     /* Each application stream gets a capture stream; the others fork from the first at the start and
@@ -700,33 +719,19 @@ CUstream ag_graph_stream(const ag_graph_t *g)
     return g->streams[g->legacy >= 0 ? g->legacy : 0];
 }
 
-/* Launches the graph on its stream (ag_graph_stream), ordered with the chunk's other streams: the graph
+/* Launches the graph on its stream (ag_graph_stream), ordered with the chunk's other streams (the graph's:
+ * the chunk's operations are the graph's, stream for stream, which matching and patching check): the graph
  * waits for their earlier work (a launch on the legacy stream does for the blocking ones) and for the
  * records made before the chunk that it waits on, they all wait for the graph, and the application's
- * events are recorded after it. Later than CUDA would complete them, never earlier. A stream the capture
- * found non-blocking that is blocking now (its handle reused) would miss the legacy stream's order: the
- * launch is refused then, before anything was issued. */
+ * events are recorded after it. Later than CUDA would complete them, never earlier. */
 CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
 {
-    CUstream streams[AG_MAX_STREAMS] = {0};
-    int ns = chunk_streams(c, streams, NULL);
-    if (ns != g->nstreams || memcmp(streams, g->streams, sizeof *streams * (size_t)ns))
-        return CUDA_ERROR_INVALID_VALUE; /* cannot be: the graph was built from these operations */
-    int s0i = g->legacy >= 0 ? g->legacy : 0;
+    const CUstream *streams = g->streams;
+    int ns = g->nstreams, s0i = g->legacy >= 0 ? g->legacy : 0;
     CUstream s0 = streams[s0i];
-    uint32_t implied = 0; /* blocking streams whose earlier work a launch on the legacy stream waits for */
-    for (int k = 0, known; g->legacy >= 0 && k < ns; k++) {
-        if (k == s0i || !stream_blocking(streams[k], &known))
-            continue;
-        if (known && !(g->blocking & (1u << k))) {
-            ag_log(AG_LOG_DEBUG, "a graph's stream %p is blocking now, not when it was captured", (void *)streams[k]);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-        implied |= known ? 1u << k : 0;
-    }
     CUresult r = CUDA_SUCCESS;
     for (int k = 0; r == CUDA_SUCCESS && k < ns; k++) {
-        if (k == s0i || (implied & (1u << k)))
+        if (k == s0i || (g->implied & (1u << k)))
             continue;
         r = REAL(cuEventRecord)(G.pre_ev[k], streams[k]);
         if (r == CUDA_SUCCESS)

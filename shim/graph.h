@@ -47,6 +47,9 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c);
 CUresult ag_graph_record_events(const ag_chunk_t *c);
 /* Destroys v's graph (the learner's release callback too). */
 void ag_graph_release(ag_variant_t *v, void *ctx);
+/* Stream s is destroyed: the graphs that hold the legacy stream's implicit order with it are destroyed (its
+ * handle may come back with other flags); their variants build new ones from the work they next hold. */
+void ag_graph_release_stream(CUstream s);
 /* Destroys every graph of the engine (a module was unloaded: its kernels' handles may come back as other
  * kernels, and a graph holds the old ones). Their variants build new ones from the work they next hold. */
 void ag_graph_release_all(void);

@@ -191,7 +191,9 @@
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }
-#define AG_GEN_STREAM AG_BARRIER
+/* A stream's destroy: a barrier, and, engine running or paused, the graphs built on its flags released */
+#define AG_GEN_STREAM(name, params, args)                                                             \
+    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), ag_engine_stream_gone(hStream), )
 #define AG_GEN_HOSTFN AG_BARRIER
 #define AG_GEN_MEMOP AG_BARRIER
 #define AG_GEN_FREE AG_BARRIER

@@ -87,7 +87,6 @@ const char *ag_func_name(CUfunction f, int kernel)
     return NULL;
 }
 
-/* A function attribute of f (a CUfunction or a CUkernel handle), or -1 where the driver gives none. */
 /* Attribute a of h into *v: a CUfunction (kernel 0), a CUkernel on device dev (kernel 1), or either (kernel
  * -1: the CUfunction query first, then the CUkernel one on the current context's device). */
 static CUresult get_attr(const void *h, int kernel, CUdevice dev, CUfunction_attribute a, int *v)

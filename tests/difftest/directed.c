@@ -330,6 +330,47 @@ static void t_legacy_implicit(int copy)
     CK(cuEventDestroy(back));
 }
 
+/* A stream destroyed and made again, its handle handed back (FAKECUDA_REUSE_STREAMS) with other flags:
+ * non-blocking for the first half of the rounds, where nothing orders its read of Y after the legacy
+ * stream's step (it reads W then, which nothing writes), blocking for the second, where the legacy stream's
+ * implicit order alone does (it reads Y). The same operations both times, only arguments change: a graph
+ * captured with the non-blocking stream holds no such edge, and the destroy must release it. */
+static void t_legacy_reuse(void)
+{
+    CUevent ev;
+    CUstream x, first;
+    CUdeviceptr w;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuMemAlloc(&w, N * 4));
+    CK(cuMemcpyDtoD(w, X, N * 4));
+    CK(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+    first = x;
+    for (int r = 0; r < 2 * ROUNDS; r++) {
+        if (r == ROUNDS) {
+            CK(cuStreamSynchronize(x)); /* its work done: the fake hands its handle back */
+            CK(cuStreamDestroy(x));
+            CK(cuStreamCreate(&x, CU_STREAM_DEFAULT));
+            if (x != first) { /* the test would test nothing: a failure with the fake's reuse on, else a skip */
+                const char *reuse = getenv("FAKECUDA_REUSE_STREAMS");
+                fprintf(stderr, "legacy_reuse: the stream's handle was not handed back\n");
+                exit(reuse && atoi(reuse) == 1 ? 1 : 77);
+            }
+        }
+        CK(step(NULL, Y, 0.01f * (float)r));
+        CK(addto(x, Z, r < ROUNDS ? w : Y)); /* the second half: after the step, by the implicit order only */
+        CK(cuEventRecord(ev, x));
+        CK(cuStreamWaitEvent(NULL, ev, 0));
+        CK(addto(NULL, Y, Z));
+        CK(store(NULL, P2, Y));
+        CK(cuStreamSynchronize(NULL));
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuCtxSynchronize());
+    CK(cuStreamDestroy(x));
+    CK(cuMemFree(w));
+    CK(cuEventDestroy(ev));
+}
+
 static void t_event_query_deferred(void)
 {
     CUevent ev;
@@ -1285,6 +1326,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "event_query_deferred")) t_event_query_deferred();
     else if (!strcmp(n, "legacy_implicit")) t_legacy_implicit(0);
     else if (!strcmp(n, "legacy_implicit_copy")) t_legacy_implicit(1);
+    else if (!strcmp(n, "legacy_reuse")) t_legacy_reuse();
     else if (!strcmp(n, "event_elapsed")) t_event_elapsed();
     else if (!strcmp(n, "event_sync_query")) t_event_sync_query();
     else if (!strcmp(n, "host_func")) t_host_func();

@@ -37,6 +37,8 @@ static void fc_once_init(void)
     fc_g.reuse_handles = s && atoi(s) == 1;
     s = getenv("FAKECUDA_REUSE_EVENTS");
     fc_g.reuse_events = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_REUSE_STREAMS");
+    fc_g.reuse_streams = s && atoi(s) == 1;
     s = getenv("FAKECUDA_STRICT_EVENTS");
     fc_g.strict_events = s && atoi(s) == 1;
     s = getenv("FAKECUDA_LAUNCH_NS");

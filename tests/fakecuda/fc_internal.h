@@ -106,6 +106,7 @@ struct fc_stream {
     fc_capture *cap;
     fc_node **capdeps;
     size_t ncapdeps;
+    struct fc_stream *next_recycled; /* FAKECUDA_REUSE_STREAMS */
 };
 
 typedef struct fc_event {
@@ -181,6 +182,8 @@ typedef struct {
      * destroyed first */
     int reuse_events;
     struct fc_event *recycled_events;
+    int reuse_streams;
+    struct fc_stream *recycled_streams;
     /* FAKECUDA_STRICT_EVENTS=1: a destroyed event given to an entry point aborts (fc_event_valid) */
     int strict_events;
     /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host

@@ -293,8 +293,18 @@ CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync)
 static CUresult fc_stream_create(CUstream *out, unsigned flags, int prio)
 {
     if (!out || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
-    fc_stream *s = fc_stream_new(flags, prio < -5 ? -5 : prio > 0 ? 0 : prio);
-    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    prio = prio < -5 ? -5 : prio > 0 ? 0 : prio;
+    fc_stream *s = fc_g.recycled_streams;
+    if (s && !s->head) { /* FAKECUDA_REUSE_STREAMS: a destroyed stream's handle, its work done, now a new one's */
+        fc_g.recycled_streams = s->next_recycled;
+        if (fc_vec_push((void **)&fc_g.streams, &fc_g.nstreams, sizeof(s), &s)) return CUDA_ERROR_OUT_OF_MEMORY;
+        /* the sequence numbers go on (operations may still name its earlier ones in their dependencies) */
+        s->ctx = fc_cur_ctx() ? fc_cur_ctx() : fc_g.primary;
+        s->flags = flags, s->priority = prio, s->destroyed = 0, s->next_recycled = NULL;
+        s->hdr.dead = 0;
+    } else if (!(s = fc_stream_new(flags, prio))) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *out = (CUstream)s;
     return CUDA_SUCCESS;
 }
@@ -309,6 +319,7 @@ static CUresult fc_stream_destroy(CUstream h)
     if (s->cap) fc_capture_invalidate(s->cap);
     s->hdr.dead = 1; /* pending work still runs, as in CUDA */
     s->destroyed = 1;
+    if (fc_g.reuse_streams) s->next_recycled = fc_g.recycled_streams, fc_g.recycled_streams = s;
     if (!s->head) fc_vec_remove((void **)fc_g.streams, &fc_g.nstreams, s);
     return CUDA_SUCCESS;
 }
