@@ -3179,6 +3179,15 @@ static void forget_kernels(void)
     each_engine(release_graphs, NULL);
 }
 
+/* After a module hook's driver call, the engine running or paused (a graph or layout kept through a pause
+ * would meet the new kernel that got an unloaded kernel's handle once the program resumes): an unload's
+ * kernels are forgotten again, for a handle handed to another kernel between the barrier and the call. */
+void ag_engine_module_done(ag_id_t id)
+{
+    if (strstr(ag_hook_names[id], "Unload"))
+        forget_kernels();
+}
+
 /* The program's own capture or graph launch comes next: a learning window open in any engine closes
  * first. A window's callbacks make each graph launch cost 200-365 us on the H200, and a graph launched under
  * its kernel activity must not be launched again while cuptiFinalize runs (observer.c, GR: the driver call

@@ -4,6 +4,7 @@
  * Usage: difftest_directed NAME. Output: `<name> <round> <hex>` lines; exit 1 on an unexpected error. */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -478,14 +479,24 @@ static void t_module_unload(void)
  * (the fake, as a driver may, reuses the memory): launched with the same dimensions where the old one
  * was, with other parameters (two pointers, not a pointer and a float). A layout or a graph kept from
  * the old kernel would copy the wrong bytes or run the old code. */
-static void t_module_reload(void)
+/* paused (module_reload_paused): the unload and the load happen while the shim is paused (autograph_pause,
+ * where it is loaded), and the program resumes two rounds later; the engine saw neither call as a barrier,
+ * and a graph or layout kept through the pause would meet the new kernel. */
+static void t_module_reload(int paused)
 {
     CUmodule m2;
     CUfunction g;
+    int (*pause_fn)(int) = NULL;
+    *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
     CK(cuModuleLoadData(&m2, image));
     CK(cuModuleGetFunction(&g, m2, "dt_step"));
     int reloaded = 0;
     for (int r = 0; r < ROUNDS; r++) {
+        if (paused && pause_fn && (r == ROUNDS / 2 || r == ROUNDS / 2 + 2) &&
+            pause_fn(r == ROUNDS / 2) != (r != ROUNDS / 2)) {
+            fprintf(stderr, "directed: module_reload_paused: autograph_pause did not answer as expected\n");
+            exit(1);
+        }
         if (r == ROUNDS / 2) {
             CUfunction old = g;
             CK(cuModuleUnload(m2));
@@ -1331,7 +1342,8 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "event_sync_query")) t_event_sync_query();
     else if (!strcmp(n, "host_func")) t_host_func();
     else if (!strcmp(n, "module_unload")) t_module_unload();
-    else if (!strcmp(n, "module_reload")) t_module_reload();
+    else if (!strcmp(n, "module_reload")) t_module_reload(0);
+    else if (!strcmp(n, "module_reload_paused")) t_module_reload(1);
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
