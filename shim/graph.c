@@ -91,7 +91,7 @@ static struct {
     ag_graph_t **graphs;
     uint32_t ngraphs, max_graphs;
     uint64_t clock;
-    uint64_t graphs_built, nodes_patched, graphs_evicted;
+    uint64_t graphs_built, nodes_patched, graphs_evicted, graphs_released;
     /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
     uint64_t patched_by[3], patch_drv_ns[3];
     size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
@@ -330,6 +330,7 @@ void ag_graph_release_stream(CUstream s)
         for (int k = 0; g->legacy >= 0 && k < g->nstreams; k++)
             if (g->streams[k] == s) {
                 ag_graph_release(g->owner, NULL);
+                G.graphs_released++;
                 break;
             }
     }
@@ -341,6 +342,7 @@ void ag_graph_release_all(void)
         G.graphs[i]->owner->graph = NULL;
         graph_free(G.graphs[i]);
     }
+    G.graphs_released += G.ngraphs;
     G.ngraphs = 0;
 }
 
@@ -800,4 +802,5 @@ void ag_graph_stats(ag_graph_stats_t *out)
     out->mem = G.mem;
     out->thread_stages = G.thread_stages;
     out->mixing_legacy = G.mixing_legacy;
+    out->released = G.graphs_released;
 }

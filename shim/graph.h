@@ -80,6 +80,7 @@ typedef struct {
     size_t mem; /* device memory of the live graphs (estimated) */
     uint64_t thread_stages; /* blocking-read staging buffers allocated (AG_D2H_STAGING_MAX bytes each) */
     uint64_t mixing_legacy; /* graphs built of chunks on the legacy stream and created streams */
+    uint64_t released;      /* graphs released because their kernels (a module unload) or a stream went */
 } ag_graph_stats_t;
 void ag_graph_stats(ag_graph_stats_t *out);
 
