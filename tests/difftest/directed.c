@@ -478,10 +478,10 @@ static void t_module_unload(void)
 /* A module unloaded and another loaded in its place, whose kernel may get the unloaded kernel's handle
  * (the fake, as a driver may, reuses the memory): launched with the same dimensions where the old one
  * was, with other parameters (two pointers, not a pointer and a float). A layout or a graph kept from
- * the old kernel would copy the wrong bytes or run the old code. */
-/* paused (module_reload_paused): the unload and the load happen while the shim is paused (autograph_pause,
- * where it is loaded), and the program resumes two rounds later; the engine saw neither call as a barrier,
- * and a graph or layout kept through the pause would meet the new kernel. */
+ * the old kernel would copy the wrong bytes or run the old code. With paused (module_reload_paused) the
+ * unload and the load happen while the shim is paused (autograph_pause, where it is loaded), and the
+ * program resumes two rounds later: the engine saw neither call as a barrier, and a graph or layout kept
+ * through the pause would meet the new kernel. */
 static void t_module_reload(int paused)
 {
     CUmodule m2;
