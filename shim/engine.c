@@ -384,6 +384,7 @@ static struct engine *use(struct engine *e)
  * that opened the learning window; in the modes that keep CUPTI attached, the first engine): kernel
  * records are tied to one engine's operation numbers. */
 #define g_app_captures (ag_hot.app_captures)
+#define g_pausing (ag_hot.pausing)
 static int g_unhooked_seen, g_trusted;
 static struct engine *g_timer;
 static int g_window_close; /* another engine launched a graph while g_timer's window was open */
@@ -2332,10 +2333,15 @@ static void release_holds(struct engine *h)
 AG_HOT static int enter_locked(void)
 {
     if (E.disabled || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0 ||
-        !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
+        !atomic_load_explicit(&ag_engine_on, memory_order_relaxed) ||
+        AG_UNLIKELY(__atomic_load_n(&g_pausing, __ATOMIC_ACQUIRE))) {
         if (E.ctx_ended)
             tl_ctx = NULL; /* its handle may be another context's now: looked up again */
         settle(); /* the call passes to CUDA: after the job in flight */
+        /* autograph_pause is stepping aside, on another thread: this call goes to the driver, after what
+         * this engine still holds (the pause may not have issued it yet) */
+        if (E.npending && !E.disabled && __atomic_load_n(&g_pausing, __ATOMIC_ACQUIRE))
+            barrier_in_ctx(0x9a05eULL, FB_BARRIER);
         return 0;
     }
     if (!E.ready && init_engine(E.ctx) != 0)
@@ -3630,8 +3636,13 @@ AG_EXPORT int autograph_pause(int pause)
     if ((engine_count() && !live) || (!was && !atomic_load(&ag_engine_on))) {
         r = -1;
     } else if (pause && !was) {
+        /* Another thread's call may be on its way into an engine: from here on none holds anything back,
+         * and each issues what its engine holds first (enter_locked). A call that sees the engine off
+         * passes it unlocked, so that happens only once every engine's held work is issued. */
+        __atomic_store_n(&g_pausing, 1, __ATOMIC_RELEASE);
         each_engine(pause_one, NULL);
         paused_from = atomic_exchange(&ag_engine_on, 0);
+        __atomic_store_n(&g_pausing, 0, __ATOMIC_RELEASE);
     } else if (!pause && was) {
         each_engine(resume_one, NULL);
         atomic_store(&ag_engine_on, paused_from);

@@ -123,6 +123,7 @@ typedef struct {
     atomic_int bound;             /* core.c: ag_bound */
     atomic_int engine_on;         /* engine.c: ag_engine_on */
     int app_captures;             /* engine.c: the program's own stream captures under way */
+    int pausing;                  /* engine.c: autograph_pause stepping aside, until ag_engine_on is 0 */
     void *real[AG_ID_COUNT];      /* core.c: ag_real */
 } ag_hot_t;
 extern ag_hot_t ag_hot; /* core.c */

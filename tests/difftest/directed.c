@@ -225,6 +225,45 @@ static void t_thread_per_round(void)
     }
 }
 
+/* autograph_pause from another thread, over and over, while this one launches a chain of work whose
+ * order matters and syncs each round: a pause issues what the engine holds and then lets every call pass
+ * to the driver, so a launch that an engine takes in while the pause steps aside must not be held (it
+ * would stay held while the launches after it pass, and the sync would not wait for it). */
+static int pr_done;
+static void *pause_toggler(void *arg)
+{
+    int (*pause_fn)(int) = (int (*)(int))(uintptr_t)arg;
+    while (!__atomic_load_n(&pr_done, __ATOMIC_ACQUIRE)) {
+        if (pause_fn(1) < 0)
+            return NULL;
+        for (volatile int k = 0; k < 200; k++) /* a moment paused, then a longer one running */
+            ;
+        pause_fn(0);
+        for (volatile int k = 0; k < 20000; k++)
+            ;
+    }
+    return NULL;
+}
+static void t_pause_race(void)
+{
+    int (*pause_fn)(int) = NULL;
+    *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
+    pthread_t th;
+    int started = pause_fn && pthread_create(&th, NULL, pause_toggler, (void *)(uintptr_t)pause_fn) == 0;
+    for (int r = 0; r < 40 * ROUNDS; r++) {
+        for (int i = 0; i < 16; i++) {
+            CK(step(s1, Y, 0.0625f * (float)(i % 5) - 0.01f * (float)(r % 3)));
+            CK(addto(s1, Y, X));
+        }
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    __atomic_store_n(&pr_done, 1, __ATOMIC_RELEASE);
+    if (started)
+        pthread_join(th, NULL);
+}
+
 static void t_memfree(int async)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -1344,6 +1383,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "module_unload")) t_module_unload();
     else if (!strcmp(n, "module_reload")) t_module_reload(0);
     else if (!strcmp(n, "module_reload_paused")) t_module_reload(1);
+    else if (!strcmp(n, "pause_race")) t_pause_race();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
