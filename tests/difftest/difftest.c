@@ -4,6 +4,7 @@
  * it plain and under LD_PRELOAD=libautograph.so: any difference is a visible deferral. */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -226,7 +227,13 @@ typedef struct prog {
      * in one context): forks and joins make no event, the legacy stream's implicit synchronization with
      * blocking streams orders the two (an operation on either waits for the other's earlier work) */
     int implicit;
+    /* pauses (drawn apart too; a quarter of the programs, where the shim is loaded): the thread whose turn
+     * it is calls autograph_pause before about one operation in 16, pausing the shim or bringing it back
+     * in turn (what it holds is issued at a pause, wherever the iteration is); resumed at the end */
+    int pauses;
 } prog_t;
+
+static int (*g_pause_fn)(int); /* the shim's autograph_pause, where it is loaded */
 
 static int g_verbose;
 static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
@@ -759,6 +766,8 @@ static void run_iterations(prog_t *p, int me)
                 while (p->turn != t) pthread_cond_wait(&p->cv, &p->mu);
                 pthread_mutex_unlock(&p->mu);
             }
+            if (p->pauses && g_pause_fn && dt_mix(p->seed ^ 0x9a05eULL, (uint64_t)it * 4099 + (uint64_t)idx) % 16 == 0)
+                p->pauses += g_pause_fn(p->pauses % 2) >= 0; /* odd: running, so pause; even: paused */
             if (!(p->sab_mode == SAB_REORDER && it == p->sab_iter && late_idx >= 0 && idx == late_idx + 1))
                 step(p, idx, it);
             if (p->threads) {
@@ -852,6 +861,8 @@ static void describe(const prog_t *p)
         fprintf(stderr, "  a quarter of the launches with 64 KiB of dynamic shared memory, the limit raised for each\n");
     if (p->implicit)
         fprintf(stderr, "  forks and joins without events: the legacy stream's implicit order only\n");
+    if (p->pauses)
+        fprintf(stderr, "  autograph_pause toggled before about one operation in 16 (where the shim is loaded)\n");
     for (int i = 0; i < p->nops; i++) {
         const op_t *o = &p->ops[i];
         fprintf(stderr, "  %3d %-12s", i, kn[o->kind]);
@@ -923,6 +934,7 @@ static int run_program(uint64_t seed)
     p->implicit = !g_twoctx && p->main_kind + p->side_kind == ST_LEGACY + ST_BLOCKING &&
                   dt_mix(seed, 0x1e6ac7ULL) % 2 == 0;
     if (p->implicit) p->handoff = 0;
+    p->pauses = dt_mix(seed, 0x9a05e5ULL) % 4 == 0;
     if (g_verbose) describe(p);
     if (g_sabotage) p->sab_mode = g_sabotage, p->sab_iter = p->iters > 7 ? 7 : p->iters - 1;
     late_idx = -1;
@@ -1004,6 +1016,7 @@ static int run_program(uint64_t seed)
         __atomic_store_n(&p->obs_stop, 1, __ATOMIC_RELEASE);
         pthread_join(obs_th, NULL);
     }
+    if (p->pauses && p->pauses % 2 == 0 && g_pause_fn) g_pause_fn(0); /* paused at the end: back for the next program */
 
     if (p->late_free) DT_CK(S, cuMemFreeAsync(p->late_free, p->s_main));
     DT_CK(S, cuCtxSynchronize());
@@ -1055,6 +1068,7 @@ int main(int argc, char **argv)
 {
     unsigned long long first = 0, count = 1;
     int sabotage_flag = 0;
+    *(void **)&g_pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--first") && i + 1 < argc) first = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = strtoull(argv[++i], NULL, 0);
