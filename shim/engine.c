@@ -2332,15 +2332,17 @@ static void release_holds(struct engine *h)
  * without it (the call passes to CUDA). */
 AG_HOT static int enter_locked(void)
 {
-    if (E.disabled || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0 ||
-        !atomic_load_explicit(&ag_engine_on, memory_order_relaxed) ||
-        AG_UNLIKELY(__atomic_load_n(&g_pausing, __ATOMIC_ACQUIRE))) {
+    /* the pause flag before the engine's (autograph_pause clears the one after it has cleared the other:
+     * a call that finds the flag clear then finds the engine as the pause left it) */
+    int pausing = __atomic_load_n(&g_pausing, __ATOMIC_ACQUIRE);
+    if (E.disabled || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0 || AG_UNLIKELY(pausing) ||
+        !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
         if (E.ctx_ended)
             tl_ctx = NULL; /* its handle may be another context's now: looked up again */
         settle(); /* the call passes to CUDA: after the job in flight */
         /* autograph_pause is stepping aside, on another thread: this call goes to the driver, after what
          * this engine still holds (the pause may not have issued it yet) */
-        if (E.npending && !E.disabled && __atomic_load_n(&g_pausing, __ATOMIC_ACQUIRE))
+        if (pausing && E.npending && !E.disabled)
             barrier_in_ctx(0x9a05eULL, FB_BARRIER);
         return 0;
     }
