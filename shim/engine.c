@@ -3178,22 +3178,16 @@ void ag_engine_stream_gone(CUstream s)
     each_engine(release_stream_graphs, (void *)s);
 }
 
-/* A module or library is unloaded (the held work that used its kernels was issued just before): the
- * driver may give their handles to other kernels from now on, with other parameters and code, so the
- * kernels' layouts are asked for again and every graph is built anew from the work it next holds. */
-static void forget_kernels(void)
+/* A module or library was unloaded (the held work that used its kernels was issued by the barrier before
+ * the call), the engine running or paused: the driver may give their handles to other kernels from now on,
+ * with other parameters and code, so the kernels' layouts are asked for again and every graph is built
+ * anew from the work it next holds (a graph or layout kept through a pause would meet the new kernel once
+ * the program resumes). After the driver call, not before: a launch of the old kernels in between would
+ * cache their layouts again. */
+void ag_engine_kernels_gone(void)
 {
     ag_layouts_forget();
     each_engine(release_graphs, NULL);
-}
-
-/* After a module hook's driver call, the engine running or paused (a graph or layout kept through a pause
- * would meet the new kernel that got an unloaded kernel's handle once the program resumes): an unload's
- * kernels are forgotten again, for a handle handed to another kernel between the barrier and the call. */
-void ag_engine_module_done(ag_id_t id)
-{
-    if (strstr(ag_hook_names[id], "Unload"))
-        forget_kernels();
 }
 
 /* The program's own capture or graph launch comes next: a learning window open in any engine closes
@@ -3224,8 +3218,6 @@ static void engine_barrier(ag_id_t id)
     barrier_engines(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER);
     if (kind == AG_KIND_CAPTURE)
         count_capture(id);
-    if (kind == AG_KIND_MODULE && strstr(ag_hook_names[id], "Unload"))
-        forget_kernels();
     if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         app_graph(id);
 }

@@ -266,8 +266,8 @@ void ag_engine_barrier(ag_id_t id);
 /* cuStreamDestroy's, before the driver's call, whether the engine runs or not: the graphs built on the
  * stream's flags are released (its handle may come back with other flags). */
 void ag_engine_stream_gone(CUstream s);
-/* A module hook returned (engine running or paused): an unload forgets its kernels' layouts and graphs. */
-void ag_engine_module_done(ag_id_t id);
+/* A module or library unload returned (engine running or paused): its kernels' layouts and graphs go. */
+void ag_engine_kernels_gone(void);
 /* Before a sync or query of events a and b (both NULL: of a stream or the context): on a thread that
  * issues work a barrier, but for events whose latest records all came before the last barrier (which
  * issued them); on any other thread one only where it could observe held work (a record of a or b held

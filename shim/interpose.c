@@ -199,9 +199,9 @@
 #define AG_GEN_FREE AG_BARRIER
 #define AG_GEN_GRAPH AG_GRAPH_BARRIER
 #define AG_GEN_CAPTURE AG_BARRIER
-/* A module's load or unload: a barrier, and after an unload, engine running or paused, its kernels forgotten */
+/* A module's or library's unload: a barrier, and after it, engine running or paused, its kernels forgotten */
 #define AG_GEN_MODULE(name, params, args)                                                             \
-    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), , ag_engine_module_done(AG_ID_##name))
+    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), , ag_engine_kernels_gone())
 #define AG_GEN_LIMIT AG_BARRIER
 /* A kernel attribute set: a barrier where the value changes (a launch held back must meet the limits it was
  * made under; libraries raise a function's dynamic shared memory limit for a launch and may put it back after

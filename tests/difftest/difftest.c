@@ -4,7 +4,6 @@
  * it plain and under LD_PRELOAD=libautograph.so: any difference is a visible deferral. */
 #define _GNU_SOURCE
 #include <cuda.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -233,7 +232,7 @@ typedef struct prog {
     int pauses;
 } prog_t;
 
-static int (*g_pause_fn)(int); /* the shim's autograph_pause, where it is loaded */
+static dt_pause_fn_t g_pause_fn; /* the shim's autograph_pause, where it is loaded */
 
 static int g_verbose;
 static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
@@ -1068,7 +1067,7 @@ int main(int argc, char **argv)
 {
     unsigned long long first = 0, count = 1;
     int sabotage_flag = 0;
-    *(void **)&g_pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
+    g_pause_fn = dt_pause_fn();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--first") && i + 1 < argc) first = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = strtoull(argv[++i], NULL, 0);

@@ -4,7 +4,6 @@
  * Usage: difftest_directed NAME. Output: `<name> <round> <hex>` lines; exit 1 on an unexpected error. */
 #define _GNU_SOURCE
 #include <cuda.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -232,7 +231,7 @@ static void t_thread_per_round(void)
 static int pr_done;
 static void *pause_toggler(void *arg)
 {
-    int (*pause_fn)(int) = (int (*)(int))(uintptr_t)arg;
+    dt_pause_fn_t pause_fn = *(dt_pause_fn_t *)arg;
     while (!__atomic_load_n(&pr_done, __ATOMIC_ACQUIRE)) {
         if (pause_fn(1) < 0)
             return NULL;
@@ -246,10 +245,9 @@ static void *pause_toggler(void *arg)
 }
 static void t_pause_race(void)
 {
-    int (*pause_fn)(int) = NULL;
-    *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
+    dt_pause_fn_t pause_fn = dt_pause_fn();
     pthread_t th;
-    int started = pause_fn && pthread_create(&th, NULL, pause_toggler, (void *)(uintptr_t)pause_fn) == 0;
+    int started = pause_fn && pthread_create(&th, NULL, pause_toggler, &pause_fn) == 0;
     for (int r = 0; r < 40 * ROUNDS; r++) {
         for (int i = 0; i < 16; i++) {
             CK(step(s1, Y, 0.0625f * (float)(i % 5) - 0.01f * (float)(r % 3)));
@@ -525,8 +523,7 @@ static void t_module_reload(int paused)
 {
     CUmodule m2;
     CUfunction g;
-    int (*pause_fn)(int) = NULL;
-    *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
+    dt_pause_fn_t pause_fn = dt_pause_fn();
     CK(cuModuleLoadData(&m2, image));
     CK(cuModuleGetFunction(&g, m2, "dt_step"));
     int reloaded = 0;

@@ -5,6 +5,7 @@
 #define DT_COMMON_H
 
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,15 @@ static inline uint64_t dt_fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 static inline uint64_t dt_fnv_u64(uint64_t h, uint64_t v) { return dt_fnv(h, &v, sizeof(v)); }
+
+/* The shim's autograph_pause where it is loaded (the plain run: NULL). Needs _GNU_SOURCE (RTLD_DEFAULT). */
+typedef int (*dt_pause_fn_t)(int);
+static inline dt_pause_fn_t dt_pause_fn(void)
+{
+    dt_pause_fn_t f = NULL;
+    *(void **)&f = dlsym(RTLD_DEFAULT, "autograph_pause");
+    return f;
+}
 
 /* splitmix64: tiny, seedable, and identical on every platform, so a seed names one program. */
 typedef struct { uint64_t s; } dt_rng_t;
