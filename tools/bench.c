@@ -16,7 +16,7 @@
 
 const char ag_help_bench[] =
     "usage: autograph bench [--reps N] [--samples a,b,c] [--iters N] [--json] [--bin DIR] [--lib PATH]\n"
-    "                       [--timeout SECONDS] [--cupti-compare]\n"
+    "                       [--timeout SECONDS] [--cupti-compare] [--ab B]\n"
     "\n"
     "Runs each sample three ways, interleaved rep by rep: eager (plain), shim (libautograph.so\n"
     "preloaded) and graph (the sample's own --graph mode, '-' where unsupported). Prints the median\n"
@@ -37,7 +37,12 @@ const char ag_help_bench[] =
     "                    match eager too), and the columns `cupti-off ms` and `learn/off` (shim ms over\n"
     "                    cupti-off ms: near 1.00x when the CUPTI observer used while learning, the\n"
     "                    default AUTOGRAPH_CUPTI=learn, leaves replay speed alone)\n"
-    "\n"
+    "  --ab B            add a run per rep: the shim with AG_AB=B, where the sample times the shim\n"
+    "                    against itself paused (autograph_pause) in blocks of B iterations in turn, in\n"
+    "                    one process (from its 20th iteration on); its output must match eager too.\n"
+    "                    Column `in-process`: the paused blocks' median iteration over the shim's\n"
+    "                    (above 1: the shim was faster), free of the spread between processes that\n"
+    "                    the loop times carry (the paused side still passes the library's hooks)\n"    "\n"
     "Exit code 0; 1 when outputs differ (MISMATCH) or a run fails; 77 without a GPU.\n";
 
 const char ag_help_demo[] =
@@ -54,10 +59,11 @@ static const char *const default_samples[] = { "launch_bound", "mlp_train",   "c
 #define MAX_REPS 100
 #define MAX_SAMPLES 64
 
-/* V_CUPTI_OFF (--cupti-compare) is the shim run again with AUTOGRAPH_CUPTI=off. It comes last so that
- * without the option every loop and every output is what it was before the variant existed. */
-enum { V_EAGER, V_SHIM, V_GRAPH, V_CUPTI_OFF, V_COUNT };
-static const char *const variant_names[V_COUNT] = { "eager", "shim", "graph", "cupti-off" };
+/* V_CUPTI_OFF (--cupti-compare) is the shim run again with AUTOGRAPH_CUPTI=off, V_AB (--ab) with AG_AB set.
+ * They come last so that without the options every loop and every output is what it was before the
+ * variants existed. */
+enum { V_EAGER, V_SHIM, V_GRAPH, V_CUPTI_OFF, V_AB, V_COUNT };
+static const char *const variant_names[V_COUNT] = { "eager", "shim", "graph", "cupti-off", "in-process" };
 
 typedef struct {
     const char *name;
@@ -76,6 +82,8 @@ typedef struct {
     int n_host_ns;
     double replayed[MAX_REPS];
     int n_replayed;
+    double ab[MAX_REPS]; /* --ab: paused over shim, each run's medians of iterations */
+    int n_ab;
 } sample_t;
 
 typedef struct {
@@ -85,6 +93,7 @@ typedef struct {
     int json;
     int with_graph;
     int cupti_compare;
+    long ab; /* --ab B: iterations per block (0: no such run) */
     const char *bin;
     const char *lib;
     long timeout_s;
@@ -175,6 +184,21 @@ static void read_shim_stats(sample_t *s, const char *path)
     ag_json_free(root);
 }
 
+/* The sample's "ab_iter_us: shim S paused P blocks N" line (kernels/common.h, AG_AB): P / S, where both
+ * sides ran (a block each at least). */
+static void read_ab(sample_t *s, const char *err)
+{
+    const char *p = NULL;
+    for (const char *q = err; (q = strstr(q, "ab_iter_us: ")) != NULL; q++)
+        if (q == err || q[-1] == '\n')
+            p = q;
+    double sh, pa;
+    long blocks;
+    if (p && sscanf(p, "ab_iter_us: shim %lf paused %lf blocks %ld", &sh, &pa, &blocks) == 3 && blocks >= 2 &&
+        sh > 0 && pa > 0 && isfinite(sh) && isfinite(pa) && s->n_ab < MAX_REPS)
+        s->ab[s->n_ab++] = pa / sh;
+}
+
 static void report_failure(const bench_t *b, const sample_t *s, int variant, long rep, const ag_child_t *c,
                            const char *why)
 {
@@ -188,7 +212,7 @@ static void report_failure(const bench_t *b, const sample_t *s, int variant, lon
 /* One run of one variant; fills *cks with its checksum lines when it succeeded. */
 static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env, const char *tmpdir, char **cks)
 {
-    char iters[32], stats[PATH_MAX];
+    char iters[32], stats[PATH_MAX] = "";
     char *argv[6];
     int argc = 0, rc;
     ag_child_t c;
@@ -204,11 +228,12 @@ static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env
     if (variant == V_GRAPH)
         argv[argc++] = "--graph";
     argv[argc] = NULL;
-    /* The cupti-off run writes statistics too, so that its environment differs from the shim run's in
-     * AUTOGRAPH_CUPTI alone (and never into the user's own AUTOGRAPH_STATS file); they are not read. */
-    if (variant == V_SHIM || variant == V_CUPTI_OFF) {
-        if ((size_t)snprintf(stats, sizeof(stats), "%s/stats-%s-%ld%s.json", tmpdir, s->name, rep,
-                             variant == V_CUPTI_OFF ? "-cupti-off" : "") >= sizeof(stats))
+    /* The cupti-off and in-process runs write statistics too, so that their environment differs from the
+     * shim run's in their own setting alone (and never into the user's own AUTOGRAPH_STATS file); they are
+     * not read. */
+    if (variant != V_EAGER && variant != V_GRAPH) {
+        if ((size_t)snprintf(stats, sizeof(stats), "%s/stats-%s-%ld-%s.json", tmpdir, s->name, rep,
+                             variant_names[variant]) >= sizeof(stats))
             return -ENAMETOOLONG;
         unlink(stats);
         rc = ag_env_set(env, "AUTOGRAPH_STATS", stats);
@@ -235,50 +260,51 @@ static int run_one(bench_t *b, sample_t *s, int variant, long rep, ag_env_t *env
         s->failures[variant]++;
         goto out;
     }
-    s->ms[variant][s->n[variant]++] = ms;
+    s->ms[variant][s->n[variant]++] = ms; /* V_AB's mixes both sides: never shown, only counted */
     double steady;
     if (find_float_line(c.err, "steady_ms:", &steady) == 0)
         s->steady[variant][s->nsteady[variant]++] = steady;
     *cks = checksum_lines(c.out);
     if (variant == V_SHIM)
         read_shim_stats(s, stats);
-    if (variant == V_SHIM || variant == V_CUPTI_OFF)
-        unlink(stats);
+    if (variant == V_AB)
+        read_ab(s, c.err);
 out:
+    if (variant != V_EAGER && variant != V_GRAPH)
+        unlink(stats);
     ag_child_free(&c);
     return 0;
 }
 
-static void compare_outputs(const bench_t *b, sample_t *s, long rep, const char *eager, const char *shim,
-                            const char *graph, const char *cupti_off)
+/* Eager's checksum lines against those of a run under the library (which: a name for the message, and the
+ * settings it ran with after "under libautograph.so"). */
+static void compare_one(const bench_t *b, sample_t *s, long rep, const char *eager, const char *other,
+                        const char *which, const char *with)
 {
-    char le[160], ls[160];
-    if (eager && shim) {
-        s->compared++;
-        if (strcmp(eager, shim) != 0) {
-            s->mismatches++;
-            first_line(eager, le, sizeof(le));
-            first_line(shim, ls, sizeof(ls));
-            fprintf(stderr,
-                    "autograph %s: MISMATCH: %s rep %ld: the output under libautograph.so differs from eager!\n"
-                    "    eager: %s\n    shim:  %s\n",
-                    b->cmd, s->name, rep, le, ls);
-        }
-    }
-    if (eager && cupti_off) {
-        s->compared++;
-        if (strcmp(eager, cupti_off) != 0) {
-            s->mismatches++;
-            first_line(eager, le, sizeof(le));
-            first_line(cupti_off, ls, sizeof(ls));
-            fprintf(stderr,
-                    "autograph %s: MISMATCH: %s rep %ld: the output under libautograph.so with AUTOGRAPH_CUPTI=off "
-                    "differs from eager!\n"
-                    "    eager:     %s\n    cupti-off: %s\n",
-                    b->cmd, s->name, rep, le, ls);
-        }
-    }
-    if (eager && graph && strcmp(eager, graph) != 0 && !s->graph_differs) {
+    char le[160], lo[160];
+    if (!eager || !other)
+        return;
+    s->compared++;
+    if (strcmp(eager, other) == 0)
+        return;
+    s->mismatches++;
+    first_line(eager, le, sizeof(le));
+    first_line(other, lo, sizeof(lo));
+    int w = (int)strlen(which) > 6 ? (int)strlen(which) : 6; /* the labels aligned, "eager:" the shortest */
+    fprintf(stderr,
+            "autograph %s: MISMATCH: %s rep %ld: the output under libautograph.so%s differs from eager!\n"
+            "    %-*s %s\n    %-*s %s\n",
+            b->cmd, s->name, rep, with, w, "eager:", le, w, which, lo);
+}
+
+static void compare_outputs(const bench_t *b, sample_t *s, long rep, char *const cks[V_COUNT])
+{
+    char with[64];
+    compare_one(b, s, rep, cks[V_EAGER], cks[V_SHIM], "shim:", "");
+    compare_one(b, s, rep, cks[V_EAGER], cks[V_CUPTI_OFF], "cupti-off:", " with AUTOGRAPH_CUPTI=off");
+    snprintf(with, sizeof(with), " with AG_AB=%ld (paused in turn)", b->ab);
+    compare_one(b, s, rep, cks[V_EAGER], cks[V_AB], "in-process:", with);
+    if (cks[V_EAGER] && cks[V_GRAPH] && strcmp(cks[V_EAGER], cks[V_GRAPH]) != 0 && !s->graph_differs) {
         s->graph_differs = 1;
         fprintf(stderr, "autograph %s: note: %s: the sample's own --graph mode prints a different checksum\n",
                 b->cmd, s->name);
@@ -299,12 +325,12 @@ static int run_all(bench_t *b, ag_env_t *const env[V_COUNT], const char *tmpdir)
             for (int v = 0; v < V_COUNT && rc == 0; v++) {
                 if (v == V_GRAPH && (!b->with_graph || s->graph_unsupported))
                     continue;
-                if (v == V_CUPTI_OFF && !b->cupti_compare)
+                if ((v == V_CUPTI_OFF && !b->cupti_compare) || (v == V_AB && !b->ab))
                     continue;
                 rc = run_one(b, s, v, rep, env[v], tmpdir, &cks[v]);
             }
             if (rc == 0)
-                compare_outputs(b, s, rep, cks[V_EAGER], cks[V_SHIM], cks[V_GRAPH], cks[V_CUPTI_OFF]);
+                compare_outputs(b, s, rep, cks);
             for (int v = 0; v < V_COUNT; v++)
                 free(cks[v]);
             if (rc)
@@ -344,8 +370,8 @@ static void print_bench_table(const bench_t *b)
     printf("%-14s %10s %10s", "sample", "eager ms", "shim ms");
     if (b->cupti_compare)
         printf(" %12s %10s %10s", "cupti-off ms", "learn/off", "steady l/o");
-    printf(" %10s %10s %10s %11s %9s %13s %9s\n", "graph ms", "eager/shim", "shim/graph", "eager/graph", "identical",
-           "host ns/match", "replayed");
+    printf(" %10s %10s %10s %11s %9s %13s %9s%s\n", "graph ms", "eager/shim", "shim/graph", "eager/graph", "identical",
+           "host ns/match", "replayed", b->ab ? " in-process" : "");
     for (size_t i = 0; i < b->nsamples; i++) {
         const sample_t *s = &b->samples[i];
         char e[32], sh[32], g[32], r1[32], r2[32], r3[32], ns[32], rp[32], off[32], roff[32], rst[32];
@@ -376,7 +402,13 @@ static void print_bench_table(const bench_t *b)
             snprintf(rp, sizeof(rp), "%.1f%%", 100.0 * median(s->replayed, s->n_replayed));
         else
             snprintf(rp, sizeof(rp), "-");
-        printf(" %10s %10s %10s %11s %9s %13s %9s\n", g, r1, r2, r3, identical_text(s), ns, rp);
+        printf(" %10s %10s %10s %11s %9s %13s %9s", g, r1, r2, r3, identical_text(s), ns, rp);
+        if (b->ab) {
+            char ab[32];
+            fmt_ratio(ab, sizeof(ab), median(s->ab, s->n_ab), 1.0);
+            printf(" %10s", ab);
+        }
+        putchar('\n');
     }
     printf("(medians of %ld interleaved rep%s; eager/shim above 1 means the library was faster; eager/graph is\n"
            " the sample's own graph over eager, the most eager/shim could be)\n",
@@ -385,6 +417,11 @@ static void print_bench_table(const bench_t *b)
         printf("(learn/off: shim ms with the default AUTOGRAPH_CUPTI=learn over shim ms with AUTOGRAPH_CUPTI=off;\n"
                " steady l/o: the same over the second half of the loop (`steady_ms:`), once learning and CUPTI's\n"
                " one-time set-up are over: near 1.00x means the observer used while learning does not slow replay)\n");
+    if (b->ab)
+        printf("(in-process: one more run per rep with AG_AB=%ld, the sample timing the shim against itself paused in\n"
+               " blocks of %ld iterations in turn; the paused blocks' median iteration over the shim's, above 1 when\n"
+               " the shim was faster: free of the spread between processes, the paused side still passing the hooks)\n",
+               b->ab, b->ab);
 }
 
 static void json_num(double v)
@@ -439,13 +476,21 @@ static void print_bench_json(const bench_t *b, int failed)
         json_num(median(s->host_ns, s->n_host_ns));
         fputs(", \"replayed_fraction\": ", stdout);
         json_num(median(s->replayed, s->n_replayed));
+        if (b->ab) {
+            fputs(", \"in_process_paused_over_shim\": ", stdout);
+            json_num(median(s->ab, s->n_ab));
+        }
         printf(", \"runs\": {\"eager\": %d, \"shim\": %d, \"graph\": %d", s->n[V_EAGER], s->n[V_SHIM], s->n[V_GRAPH]);
         if (b->cupti_compare)
             printf(", \"cupti_off\": %d", s->n[V_CUPTI_OFF]);
+        if (b->ab)
+            printf(", \"in_process\": %d", s->n[V_AB]);
         printf("}, \"failures\": {\"eager\": %d, \"shim\": %d, \"graph\": %d", s->failures[V_EAGER],
                s->failures[V_SHIM], s->failures[V_GRAPH]);
         if (b->cupti_compare)
             printf(", \"cupti_off\": %d", s->failures[V_CUPTI_OFF]);
+        if (b->ab)
+            printf(", \"in_process\": %d", s->failures[V_AB]);
         fputs("}}", stdout);
     }
     puts("\n]}");
@@ -467,7 +512,7 @@ static void print_demo_table(const bench_t *b)
 static int bench_main(bench_t *b)
 {
     ag_gpu_info_t gpu;
-    ag_env_t plain = { 0 }, shim = { 0 }, cupti_off = { 0 };
+    ag_env_t plain = { 0 }, shim = { 0 }, cupti_off = { 0 }, ab = { 0 };
     char bindir[PATH_MAX], lib[PATH_MAX], tmpdir[PATH_MAX];
     int ret = 1, rc, have_tmp = 0;
     size_t present = 0;
@@ -522,16 +567,30 @@ static int bench_main(bench_t *b)
     rc = (!preload) ? -ENOMEM : ag_env_init(&plain);
     if (!rc)
         rc = ag_env_set(&plain, "LD_PRELOAD", stripped);
+    if (!rc) /* the sample's in-process comparison only where --ab asks for it */
+        rc = ag_env_set(&plain, "AG_AB", NULL);
     if (!rc)
         rc = ag_env_init(&shim);
     if (!rc)
         rc = ag_env_set(&shim, "LD_PRELOAD", preload);
+    if (!rc)
+        rc = ag_env_set(&shim, "AG_AB", NULL);
     if (!rc && b->cupti_compare)
         rc = ag_env_init(&cupti_off);
     if (!rc && b->cupti_compare)
         rc = ag_env_set(&cupti_off, "LD_PRELOAD", preload);
     if (!rc && b->cupti_compare)
         rc = ag_env_set(&cupti_off, "AUTOGRAPH_CUPTI", "off");
+    if (!rc && b->cupti_compare)
+        rc = ag_env_set(&cupti_off, "AG_AB", NULL);
+    char blk[32];
+    snprintf(blk, sizeof(blk), "%ld", b->ab);
+    if (!rc && b->ab)
+        rc = ag_env_init(&ab);
+    if (!rc && b->ab)
+        rc = ag_env_set(&ab, "LD_PRELOAD", preload);
+    if (!rc && b->ab)
+        rc = ag_env_set(&ab, "AG_AB", blk);
     free(stripped);
     free(preload);
     if (rc) {
@@ -540,7 +599,7 @@ static int bench_main(bench_t *b)
     }
 
     ag_env_t *const env[V_COUNT] = { [V_EAGER] = &plain, [V_SHIM] = &shim, [V_GRAPH] = &plain,
-                                     [V_CUPTI_OFF] = &cupti_off };
+                                     [V_CUPTI_OFF] = &cupti_off, [V_AB] = &ab };
     rc = run_all(b, env, tmpdir);
     if (rc) {
         fprintf(stderr, "autograph %s: %s\n", b->cmd, strerror(-rc));
@@ -569,6 +628,7 @@ out:
     ag_env_free(&plain);
     ag_env_free(&shim);
     ag_env_free(&cupti_off);
+    ag_env_free(&ab);
     if (have_tmp)
         rmdir(tmpdir);
     fflush(stdout);
@@ -621,7 +681,7 @@ int ag_cmd_bench(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--reps") && strcmp(a, "--iters") && strcmp(a, "--samples") && strcmp(a, "--bin") &&
-            strcmp(a, "--lib") && strcmp(a, "--timeout")) {
+            strcmp(a, "--lib") && strcmp(a, "--timeout") && strcmp(a, "--ab")) {
             ret = ag_usage_error("bench", "unknown option '%s'", a);
             goto out;
         }
@@ -632,9 +692,10 @@ int ag_cmd_bench(int argc, char **argv)
         i++;
         if ((strcmp(a, "--reps") == 0 && ag_parse_count(v, MAX_REPS, &b.reps)) ||
             (strcmp(a, "--iters") == 0 && ag_parse_count(v, 1000000000L, &b.iters)) ||
-            (strcmp(a, "--timeout") == 0 && ag_parse_count(v, 86400, &b.timeout_s))) {
+            (strcmp(a, "--timeout") == 0 && ag_parse_count(v, 86400, &b.timeout_s)) ||
+            (strcmp(a, "--ab") == 0 && ag_parse_count(v, 1000, &b.ab))) {
             ret = ag_usage_error("bench", "'%s' is not a valid value for %s (a number from 1%s)", v, a,
-                                 strcmp(a, "--reps") == 0 ? " to 100" : "");
+                                 strcmp(a, "--reps") == 0 ? " to 100" : strcmp(a, "--ab") == 0 ? " to 1000" : "");
             goto out;
         }
         if (strcmp(a, "--samples") == 0) {

@@ -565,7 +565,7 @@ want multi && mark multi "$multi_line"
 if want bench; then
 "$BUILD/bin/autograph" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
-"$BUILD/bin/autograph" bench --cupti-compare --reps "${BENCH_REPS:-3}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
+"$BUILD/bin/autograph" bench --cupti-compare --ab 10 --reps "${BENCH_REPS:-3}" --timeout 120 >"$OUT/bench.txt" 2>"$OUT/bench.err"
 bench_rc=$?
 fi
 want bench && mark bench "demo rc $demo_rc, bench rc $bench_rc"

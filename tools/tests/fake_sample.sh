@@ -1,12 +1,15 @@
 #!/bin/sh
 # fake_sample.sh: stands in for a bundled CUDA sample in the bench/demo tests; installed under each
 # sample's name, the name picks the behaviour. "Under the shim" means libautograph.so is in LD_PRELOAD;
-# "cupti off" means that and AUTOGRAPH_CUPTI=off (bench --cupti-compare).
+# "cupti off" means that and AUTOGRAPH_CUPTI=off (bench --cupti-compare); "in-process" means under the shim
+# with AG_AB set (bench --ab).
 name=$(basename "$0")
 shim=0
 case "$LD_PRELOAD" in *libautograph.so*) shim=1 ;; esac
 cupti_off=0
 if [ $shim = 1 ] && [ "$AUTOGRAPH_CUPTI" = off ]; then cupti_off=1; fi
+ab=0
+if [ $shim = 1 ] && [ -n "$AG_AB" ]; then ab=1; fi
 graph=0
 iters=100
 while [ $# -gt 0 ]; do
@@ -37,6 +40,8 @@ if [ $shim = 1 ] && [ "$name" = shape_change ]; then
     echo "checksum: 0xbad"
 elif [ $cupti_off = 1 ] && [ "$name" = two_streams ]; then
     echo "checksum: 0xoff"
+elif [ $ab = 1 ] && [ "$name" = memops ]; then
+    echo "checksum: 0xab"
 else
     echo "checksum: 0x1234"
 fi
@@ -44,6 +49,8 @@ if [ $graph = 1 ]; then
     echo "loop_ms: 4.0" >&2
 elif [ $cupti_off = 1 ]; then
     echo "loop_ms: 6.25" >&2
+elif [ $ab = 1 ]; then
+    echo "loop_ms: 99.0" >&2 # both sides mixed: never a column
 elif [ $shim = 1 ]; then
     echo "loop_ms: 5.0" >&2
 else
@@ -52,4 +59,14 @@ fi
 # launch_bound also reports its loop's second half, the same with and without CUPTI
 if [ "$name" = launch_bound ] && [ $graph = 0 ] && [ $shim = 1 ]; then
     echo "steady_ms: 2.0" >&2
+fi
+# the in-process comparison (kernels/common.h): launch_bound's shim 1.25x faster than paused; mlp_train's
+# too short for a block each way; shape_change's line comes twice (the last counts)
+if [ $ab = 1 ] && [ "$name" = launch_bound ]; then
+    echo "ab_iter_us: shim 8.000 paused 10.000 blocks 12" >&2
+elif [ $ab = 1 ] && [ "$name" = mlp_train ]; then
+    echo "ab_iter_us: shim 8.000 paused 0.000 blocks 1" >&2
+elif [ $ab = 1 ] && [ "$name" = two_streams ]; then
+    echo "ab_iter_us: shim 1.000 paused 9.000 blocks 4" >&2
+    echo "ab_iter_us: shim 10.000 paused 9.000 blocks 4" >&2
 fi
