@@ -4,7 +4,13 @@
  * bytes from both forms (and CUfunction handles) and replay them identically.
  * --contexts N runs the same work in N contexts of the device (the primary one and N-1 created ones,
  * each with its module, buffers and seed), one after the other in each iteration, or with --threads 1
- * each in a thread of its own: every context is the library's to replay, not only the first. */
+ * each in a thread of its own: every context is the library's to replay, not only the first.
+ * --reload K adds a second segment to each iteration (after the first's sync): 4 launches of a kernel of
+ * another copy of the fatbin, which is unloaded and loaded again every K iterations (its kernel may come
+ * back under the same handle), loaded as a module (--reload-kind 0, a CUfunction), as a library whose
+ * CUkernel is launched (1, as the runtime does), or as a library whose kernel's CUfunction in the context
+ * is (2, cuKernelGetFunction). The library must forget the unloaded kernel, and may keep the first
+ * segment's graphs. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -51,6 +57,9 @@ typedef struct {
   CUdeviceptr a, c;
   int priority;
   long launches, iters;
+  long reload, reload_kind; /* --reload K, --reload-kind */
+  void *aux_owner;          /* the reloaded copy: a CUmodule or a CUlibrary */
+  CUfunction aux;
 } ctx_t;
 
 static void launch_ex(ctx_t *c, CUstream s, CUfunction f, void **params, void **extra) {
@@ -111,6 +120,46 @@ static void enqueue(CUstream s, ctx_t *c) {
   CU(cuLaunchKernel(c->mix, grid, 1, 1, THREADS, 1, 1, 0, s, params, NULL));
 }
 
+/* --reload: the second copy of the fatbin, loaded as --reload-kind says, and its unload. */
+static void aux_load(ctx_t *c) {
+  if (c->reload_kind == 0) {
+    CU(cuModuleLoadData((CUmodule *)&c->aux_owner, ag_driver_api_fatbin));
+    CU(cuModuleGetFunction(&c->aux, (CUmodule)c->aux_owner, "ag_logistic"));
+    return;
+  }
+  CUkernel k;
+  CU(cuLibraryLoadData((CUlibrary *)&c->aux_owner, ag_driver_api_fatbin, NULL, NULL, 0, NULL, NULL, 0));
+  CU(cuLibraryGetKernel(&k, (CUlibrary)c->aux_owner, "ag_logistic"));
+  if (c->reload_kind == 1)
+    c->aux = (CUfunction)k;
+  else
+    CU(cuKernelGetFunction(&c->aux, k));
+}
+static void aux_unload(ctx_t *c) {
+  if (!c->aux_owner) return;
+  if (c->reload_kind == 0)
+    CU(cuModuleUnload((CUmodule)c->aux_owner));
+  else
+    CU(cuLibraryUnload((CUlibrary)c->aux_owner));
+  c->aux_owner = NULL;
+}
+
+/* The second segment of iteration it (--reload), ended by a sync. */
+static void aux_round(ctx_t *c, long it) {
+  if (!c->reload) return;
+  if (it % c->reload == 0) {
+    aux_unload(c);
+    aux_load(c);
+  }
+  int n = N;
+  for (int j = 0; j < 4; j++) {
+    float r = 3.7f + 0.01f * (float)j;
+    void *params[] = {&c->c, &r, &n};
+    CU(cuLaunchKernel(c->aux, (unsigned)ag_blocks(N, THREADS), 1, 1, THREADS, 1, 1, 0, NULL, params, NULL));
+  }
+  CU(cuStreamSynchronize(NULL));
+}
+
 /* Context c (current): its module, functions and buffers, filled from seed. */
 static void setup(ctx_t *c, uint64_t seed) {
   CU(cuModuleLoadData(&c->mod, ag_driver_api_fatbin));
@@ -136,6 +185,7 @@ static void *context_thread(void *arg) {
   for (long it = 0; it < c->iters; it++) {
     enqueue(NULL, c);
     CU(cuStreamSynchronize(NULL));
+    aux_round(c, it);
   }
   CU(cuCtxSynchronize());
   return NULL;
@@ -145,11 +195,19 @@ static void *context_thread(void *arg) {
 
 int main(int argc, char **argv) {
   ag_args args;
-  long launches = 64, ncontexts = 1, threads = 0;
-  ag_opt opts[] = {{"--kernels", 'i', &launches}, {"--contexts", 'i', &ncontexts}, {"--threads", 'i', &threads}};
-  ag_parse(argc, argv, &args, 1500, opts, 3);
+  long launches = 64, ncontexts = 1, threads = 0, reload = 0, reload_kind = 0;
+  ag_opt opts[] = {{"--kernels", 'i', &launches},
+                   {"--contexts", 'i', &ncontexts},
+                   {"--threads", 'i', &threads},
+                   {"--reload", 'i', &reload},
+                   {"--reload-kind", 'i', &reload_kind}};
+  ag_parse(argc, argv, &args, 1500, opts, 5);
   if (ncontexts < 1 || ncontexts > MAX_CONTEXTS || (args.graph && ncontexts > 1)) {
     fprintf(stderr, "driver_api: --contexts takes 1..%d (1 with --graph)\n", MAX_CONTEXTS);
+    return 2;
+  }
+  if (reload < 0 || reload_kind < 0 || reload_kind > 2 || (args.graph && reload)) {
+    fprintf(stderr, "driver_api: --reload takes K >= 1 (not with --graph), --reload-kind 0, 1 or 2\n");
     return 2;
   }
 
@@ -166,6 +224,8 @@ int main(int argc, char **argv) {
     }
     cs[k].launches = launches;
     cs[k].iters = args.iters;
+    cs[k].reload = reload;
+    cs[k].reload_kind = reload_kind;
     setup(&cs[k], args.seed + 2 * (uint64_t)k);
   }
   CU(cuCtxSetCurrent(cs[0].cu));
@@ -207,6 +267,7 @@ int main(int argc, char **argv) {
           CU(cuCtxSetCurrent(cs[k].cu));
         enqueue(NULL, &cs[k]);
         CU(cuStreamSynchronize(NULL));
+        aux_round(&cs[k], it);
       }
     }
   }
@@ -228,6 +289,9 @@ int main(int argc, char **argv) {
   }
   if (ncontexts > 1)
     printf("contexts: %ld%s\n", ncontexts, threads ? " (a thread each)" : "");
+  if (reload)
+    printf("reloaded every %ld iterations, as %s\n", reload,
+           reload_kind == 0 ? "a module" : reload_kind == 1 ? "a library (CUkernel)" : "a library (CUfunction)");
   ag_print_checksum(sum);
   CU(cuCtxSetCurrent(c->cu));
   if (exec) CU(cuGraphExecDestroy(exec));
@@ -237,6 +301,7 @@ int main(int argc, char **argv) {
     CU(cuMemFree(cs[k].a));
     CU(cuMemFree(cs[k].c));
     CU(cuModuleUnload(cs[k].mod));
+    aux_unload(&cs[k]);
     if (k)
       CU(cuCtxDestroy(cs[k].cu));
   }

@@ -3160,10 +3160,9 @@ static void count_capture(ag_id_t id)
     }
 }
 
-static void release_graphs(void *arg)
+static void release_graphs(void *u)
 {
-    (void)arg;
-    ag_graph_release_all();
+    ag_graph_release_kernels(u);
 }
 
 static void release_stream_graphs(void *s)
@@ -3178,16 +3177,26 @@ void ag_engine_stream_gone(CUstream s)
     each_engine(release_stream_graphs, (void *)s);
 }
 
+void ag_engine_unload_begin(ag_unload_t *u, int library, const void *handle)
+{
+    /* a library's CUfunctions are told apart in the calling thread's context, and only where that is the
+     * one context any engine serves (layouts are made by engines only) */
+    CUcontext cur = NULL;
+    int one = engine_count() == 1 && ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur && cur == engines[0].ctx;
+    ag_unload_collect(u, library, handle, one);
+}
+
 /* A module or library was unloaded (the held work that used its kernels was issued by the barrier before
  * the call), the engine running or paused: the driver may give their handles to other kernels from now on,
- * with other parameters and code, so the kernels' layouts are asked for again and every graph is built
- * anew from the work it next holds (a graph or layout kept through a pause would meet the new kernel once
- * the program resumes). After the driver call, not before: a launch of the old kernels in between would
- * cache their layouts again. */
-void ag_engine_kernels_gone(void)
+ * with other parameters and code, so those kernels' layouts are asked for again and every graph that holds
+ * one of them is built anew from the work it next holds (a graph or layout kept through a pause would meet
+ * the new kernel once the program resumes); the other kernels' layouts and graphs stay. After the driver
+ * call, not before: a launch of the old kernels in between would cache their layouts again. */
+void ag_engine_kernels_gone(ag_unload_t *u)
 {
-    ag_layouts_forget();
-    each_engine(release_graphs, NULL);
+    ag_layouts_forget(u);
+    each_engine(release_graphs, u);
+    ag_unload_free(u);
 }
 
 /* The program's own capture or graph launch comes next: a learning window open in any engine closes

@@ -336,7 +336,7 @@ void ag_graph_release_stream(CUstream s)
     }
 }
 
-void ag_graph_release_all(void)
+static void release_all(void)
 {
     for (uint32_t i = 0; i < G.ngraphs; i++) {
         G.graphs[i]->owner->graph = NULL;
@@ -344,6 +344,24 @@ void ag_graph_release_all(void)
     }
     G.graphs_released += G.ngraphs;
     G.ngraphs = 0;
+}
+
+/* Kernels were unloaded (u): the graphs holding one of them are released (every graph where u->all). */
+void ag_graph_release_kernels(const ag_unload_t *u)
+{
+    if (u->all) {
+        release_all();
+        return;
+    }
+    for (uint32_t i = G.ngraphs; i-- > 0;) { /* ag_graph_release moves the last graph into i */
+        const ag_graph_t *g = G.graphs[i];
+        for (uint32_t k = 0; k < g->n; k++)
+            if (g->ops[k].kind == OP_KERNEL && ag_unload_has(u, g->ops[k].f)) {
+                ag_graph_release(g->owner, NULL);
+                G.graphs_released++;
+                break;
+            }
+    }
 }
 
 static void evict_lru_graph(void)

@@ -266,8 +266,18 @@ void ag_engine_barrier(ag_id_t id);
 /* cuStreamDestroy's, before the driver's call, whether the engine runs or not: the graphs built on the
  * stream's flags are released (its handle may come back with other flags). */
 void ag_engine_stream_gone(CUstream s);
-/* A module or library unload returned (engine running or paused): its kernels' layouts and graphs go. */
-void ag_engine_kernels_gone(void);
+/* The kernels a module or library unload takes with it: the handles of the cached layouts that are its
+ * (sorted), or all (every handle counts as its: the driver could not say whose some were). */
+typedef struct {
+    const void **h;
+    uint32_t n;
+    int all;
+} ag_unload_t;
+/* A module or library unload (library: 1 for cuLibraryUnload), engine running or paused: before the driver
+ * call (after the barrier), which cached kernels are its; after the call, their layouts and every graph
+ * holding one of them go. */
+void ag_engine_unload_begin(ag_unload_t *u, int library, const void *handle);
+void ag_engine_kernels_gone(ag_unload_t *u);
 /* Before a sync or query of events a and b (both NULL: of a stream or the context): on a thread that
  * issues work a barrier, but for events whose latest records all came before the last barrier (which
  * issued them); on any other thread one only where it could observe held work (a record of a or b held

@@ -199,9 +199,14 @@
 #define AG_GEN_FREE AG_BARRIER
 #define AG_GEN_GRAPH AG_GRAPH_BARRIER
 #define AG_GEN_CAPTURE AG_BARRIER
-/* A module's or library's unload: a barrier, and after it, engine running or paused, its kernels forgotten */
+/* A module's or library's unload: a barrier, and, engine running or paused, its kernels found before the
+ * driver call and forgotten after it. AG_UNLOAD_<name>: whether it unloads a library, and the handle. */
+#define AG_UNLOAD_cuModuleUnload 0, (const void *)hmod
+#define AG_UNLOAD_cuLibraryUnload 1, (const void *)library
 #define AG_GEN_MODULE(name, params, args)                                                             \
-    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), , ag_engine_kernels_gone())
+    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name),                           \
+                       ag_unload_t u_; ag_engine_unload_begin(&u_, AG_UNLOAD_##name),                 \
+                       ag_engine_kernels_gone(&u_))
 #define AG_GEN_LIMIT AG_BARRIER
 /* A kernel attribute set: a barrier where the value changes (a launch held back must meet the limits it was
  * made under; libraries raise a function's dynamic shared memory limit for a launch and may put it back after

@@ -28,8 +28,12 @@ int ag_record_bind(void)
 #define AG_DRV(name, params)                                                                          \
     if (h && !(ag_drv.name = (ag_drv_##name##_t)ag_real_dlsym(h, #name)))                             \
         missing = 1;
+#define AG_DRV_OPT(name, params)                                                                      \
+    if (h)                                                                                            \
+        ag_drv.name = (ag_drv_##name##_t)ag_real_dlsym(h, #name);
 #include "driver.def"
 #undef AG_DRV
+#undef AG_DRV_OPT
     return missing || !REAL(cuStreamBeginCapture_v2) || !REAL(cuStreamEndCapture) || !REAL(cuGraphLaunch) ||
                    !REAL(cuStreamGetCaptureInfo_v3) || !REAL(cuMemsetD8Async) || !REAL(cuMemcpyDtoDAsync_v2)
                ? -1
@@ -204,6 +208,7 @@ static ag_layout_t *layout_new(CUfunction f)
         l->nparams = n;
         l->total = total;
         l->no_defer = (uint8_t)no_defer;
+        l->kernel = (uint8_t)kernel;
         l->family = name ? ag_name_family(name) : ag_mix(0x6e6f6e616d65ULL, (uint64_t)(uintptr_t)f) | 1;
         for (uint32_t i = 0; i < n; i++) {
             l->p[i].off = offs[i];
@@ -263,14 +268,117 @@ const ag_layout_t *ag_layout_find(CUfunction f)
     return l;
 }
 
-/* A module or library is unloaded: its kernels' handles may be given to other kernels from now on,
- * whose parameters differ, so every layout is asked for again at its kernel's next launch. The old
- * ones stay allocated (held operations and graphs point to them; an unload is rare). */
-void ag_layouts_forget(void)
+/* ---- unloads ---- */
+
+static int cmp_handle(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether the kernel of layout l belongs to the module or library being unloaded. A query that fails says
+ * yes: forgetting a kernel that stays costs a query at its next launch and a graph build, keeping one that
+ * goes could copy another kernel's arguments by its layout. lib_mod: the library's module in the calling
+ * thread's context (its CUfunctions there), lib_mod_ok: 1 where that query answered (0: no module there,
+ * -1: no answer). */
+static int unloaded_with(const ag_layout_t *l, int library, const void *handle, CUmodule lib_mod, int lib_mod_ok,
+                         int one_context)
+{
+    if (l->kernel) { /* a CUkernel: a library's, in every context */
+        CUlibrary lib;
+        if (!library)
+            return 0; /* a module unload leaves libraries alone */
+        return !ag_drv.cuKernelGetLibrary || ag_drv.cuKernelGetLibrary(&lib, (CUkernel)l->handle) != CUDA_SUCCESS ||
+               (const void *)lib == handle;
+    }
+    CUmodule m;
+    if (!ag_drv.cuFuncGetModule || ag_drv.cuFuncGetModule(&m, (CUfunction)l->handle) != CUDA_SUCCESS)
+        return 1;
+    if (!library)
+        return (const void *)m == handle;
+    /* A CUfunction of a library is its module's in one context: known only for the calling thread's, so
+     * only a process of one context can tell the library's CUfunctions from the others. */
+    if (lib_mod_ok > 0 && m == lib_mod)
+        return 1;
+    return lib_mod_ok < 0 || !one_context;
+}
+
+void ag_unload_collect(ag_unload_t *u, int library, const void *handle, int one_context)
+{
+    memset(u, 0, sizeof *u);
+    CUmodule lib_mod = NULL;
+    int lib_mod_ok = -1;
+    if (library && ag_drv.cuLibraryGetModule) {
+        CUresult r = ag_drv.cuLibraryGetModule(&lib_mod, (CUlibrary)handle);
+        lib_mod_ok = r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_FOUND ? 0 : -1;
+    }
+    pthread_mutex_lock(&layouts_lock);
+    uint32_t cap = 0, seen = 0;
+    for (uint32_t i = 0; i < AG_LAYOUT_SLOTS && !u->all; i++) {
+        const ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
+        seen += l != NULL;
+        if (!l || !unloaded_with(l, library, handle, lib_mod, lib_mod_ok, one_context))
+            continue;
+        if (u->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            const void **h = realloc(u->h, sizeof *h * cap);
+            if (!h) {
+                u->all = 1; /* no room to say which: all */
+                break;
+            }
+            u->h = h;
+        }
+        u->h[u->n++] = l->handle;
+    }
+    pthread_mutex_unlock(&layouts_lock);
+    if (u->n > 1)
+        qsort(u->h, u->n, sizeof *u->h, cmp_handle);
+    if (u->all)
+        ag_log(AG_LOG_DEBUG, "unload of %s %p: every cached kernel is forgotten (no room to list its own)",
+               library ? "library" : "module", handle);
+    else
+        ag_log(AG_LOG_DEBUG, "unload of %s %p: %u of the %u cached kernels go with it", library ? "library" : "module",
+               handle, u->n, seen);
+}
+
+int ag_unload_has(const ag_unload_t *u, const void *f)
+{
+    return u->all || (u->n && bsearch(&f, u->h, u->n, sizeof *u->h, cmp_handle));
+}
+
+void ag_unload_free(ag_unload_t *u)
+{
+    free(u->h);
+    memset(u, 0, sizeof *u);
+}
+
+/* A module or library was unloaded: its kernels' handles may be given to other kernels from now on, whose
+ * parameters differ, so their layouts are asked for again at each such kernel's next launch; the others
+ * stay. The table is laid out anew without them (a layout sits within LAYOUT_PROBES slots of its own, with
+ * no gap before it): a lookup meanwhile finds its layout or none, and then waits for the lock and looks
+ * again. The old layouts stay allocated (held operations and graphs point to them; an unload is rare). */
+void ag_layouts_forget(const ag_unload_t *u)
 {
     pthread_mutex_lock(&layouts_lock);
-    for (uint32_t i = 0; i < AG_LAYOUT_SLOTS; i++)
+    ag_layout_t **keep = u->all ? NULL : malloc(sizeof *keep * AG_LAYOUT_SLOTS);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < AG_LAYOUT_SLOTS; i++) {
+        ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
+        if (l && keep && !ag_unload_has(u, l->handle))
+            keep[n++] = l;
         __atomic_store_n(&ag_layouts[i], NULL, __ATOMIC_RELEASE);
+    }
+    /* each back where a lookup meets it first (where none is left in reach, its kernel is not held back,
+     * as a new kernel is not in a crowded table) */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t h = ag_layout_slot((CUfunction)keep[i]->handle);
+        for (uint32_t probe = 0; probe < LAYOUT_PROBES; probe++, h = (h + 1) % AG_LAYOUT_SLOTS)
+            if (!ag_layouts[h]) {
+                __atomic_store_n(&ag_layouts[h], keep[i], __ATOMIC_RELEASE);
+                break;
+            }
+    }
+    free(keep);
     pthread_mutex_unlock(&layouts_lock);
 }
 

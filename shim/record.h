@@ -13,12 +13,16 @@
 #define AG_MAX_ATTRS 8
 
 #define AG_DRV(name, params) typedef CUresult(CUDAAPI *ag_drv_##name##_t) params;
+#define AG_DRV_OPT AG_DRV
 #include "driver.def"
 #undef AG_DRV
+#undef AG_DRV_OPT
 typedef struct {
 #define AG_DRV(name, params) ag_drv_##name##_t name;
+#define AG_DRV_OPT AG_DRV
 #include "driver.def"
 #undef AG_DRV
+#undef AG_DRV_OPT
 } ag_drv_t;
 /* Resolved by ag_record_bind; NULL members where the driver lacks the entry point. */
 extern ag_drv_t ag_drv;
@@ -35,6 +39,7 @@ typedef struct {
     uint32_t nparams;
     uint32_t total;   /* bytes from the first parameter to the end of the last */
     uint8_t no_defer; /* NCCL kernels, or no layout */
+    uint8_t kernel;   /* the handle is a CUkernel (the CUfunction queries failed on it) */
     struct {
         uint32_t off, size; /* in offset order, never overlapping (else no_defer) */
     } p[];
@@ -118,8 +123,16 @@ const char *ag_func_name(CUfunction f, int kernel);
 /* o described for a log line (in buf, which it returns): its kind, and for a kernel its name, launch
  * configuration, attributes, argument layout and the function's shared-memory and block limits. */
 const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n);
-/* Every cached layout is forgotten (a module was unloaded: its handles may come back as other kernels). */
-void ag_layouts_forget(void);
+/* Before the unload of module or library `handle` (library: 1 for cuLibraryUnload), while its handles are
+ * still valid: which cached layouts are its kernels'. one_context: the calling thread's context is the only
+ * one whose kernels have layouts (elsewhere a library's CUfunctions cannot be told apart from others'; then
+ * every CUfunction counts as the library's). */
+void ag_unload_collect(ag_unload_t *u, int library, const void *handle, int one_context);
+/* Whether handle f is among u's (all: every one). */
+int ag_unload_has(const ag_unload_t *u, const void *f);
+void ag_unload_free(ag_unload_t *u);
+/* After the unload: the layouts of u's kernels are forgotten (every layout where u->all). */
+void ag_layouts_forget(const ag_unload_t *u);
 
 /* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. */
 static inline const ag_layout_t *ag_layout_of(CUfunction f)

@@ -554,6 +554,62 @@ static void t_module_reload(int paused)
         fprintf(stderr, "directed: module_reload: the new kernel got a handle of its own (the test checks less)\n");
 }
 
+/* A kernel of a module or library of the test's own (how: 0 a module's CUfunction, 1 a library's CUkernel,
+ * 2 the CUfunction of a library's kernel in this context), and its unload. */
+static void own_load(int how, void **owner, CUfunction *g, const char *name)
+{
+    if (how == 0) {
+        CK(cuModuleLoadData((CUmodule *)owner, image));
+        CK(cuModuleGetFunction(g, (CUmodule)*owner, name));
+        return;
+    }
+    CUkernel k;
+    CK(cuLibraryLoadData((CUlibrary *)owner, image, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuLibraryGetKernel(&k, (CUlibrary)*owner, name));
+    if (how == 1)
+        *g = (CUfunction)k; /* as the runtime passes it */
+    else
+        CK(cuKernelGetFunction(g, k));
+}
+static void own_unload(int how, void *owner)
+{
+    CK(how == 0 ? cuModuleUnload((CUmodule)owner) : cuLibraryUnload((CUlibrary)owner));
+}
+
+/* Two segments a round: the first holds only the main module's kernels, the second a kernel of a module or
+ * library of the test's own (own_load), unloaded halfway and loaded again with another kernel in its place,
+ * which may get the unloaded handle (the fake reuses it), with other parameters. The unload must forget
+ * that kernel (its layout and the second segment's graph, as module_reload checks); the first segment's
+ * graph holds none of its kernels and stays (the statistics say so: unload_others_* in CMakeLists.txt). */
+static void t_unload_others(int how)
+{
+    void *owner = NULL;
+    CUfunction g;
+    own_load(how, &owner, &g, "dt_step");
+    int reloaded = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2) {
+            CUfunction old = g;
+            own_unload(how, owner);
+            own_load(how, &owner, &g, "dt_addto");
+            reloaded = g == old;
+        }
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+        int n = N;
+        float v = -0.125f * (float)r;
+        void *a_step[] = {&Y, &v, &n}, *a_addto[] = {&Y, &X, &n};
+        CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, r < ROUNDS / 2 ? a_step : a_addto, NULL));
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    own_unload(how, owner);
+    if (!reloaded)
+        fprintf(stderr, "directed: unload_others: the new kernel got a handle of its own (the test checks less)\n");
+}
+
 static void t_graph_launch(void)
 {
     /* the application's own graph: Z += Y, then step(Z), then Z to P2 */
@@ -1380,6 +1436,9 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "module_unload")) t_module_unload();
     else if (!strcmp(n, "module_reload")) t_module_reload(0);
     else if (!strcmp(n, "module_reload_paused")) t_module_reload(1);
+    else if (!strcmp(n, "unload_others_module") || !strcmp(n, "unload_others_noowner")) t_unload_others(0);
+    else if (!strcmp(n, "unload_others_kernel")) t_unload_others(1);
+    else if (!strcmp(n, "unload_others_function")) t_unload_others(2);
     else if (!strcmp(n, "pause_race")) t_pause_race();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();

@@ -47,6 +47,8 @@
  *   shim times them against plain launches, AUTOGRAPH_PROBE); a test can make them lose, or set 0.
  * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
  *   modules loaded after it (a driver may reuse that memory), most recently unloaded first.
+ * - FAKECUDA_NO_OWNER=1 makes cuFuncGetModule, cuKernelGetLibrary and cuLibraryGetModule fail, as a driver
+ *   that cannot say whose a kernel is (a library is its own module in every context otherwise).
  * - FAKECUDA_REUSE_STREAMS=1 gives the handle of a destroyed stream whose work has run to the next stream
  *   made (its flags may differ), as a driver may.
  * - FAKECUDA_REUSE_EVENTS=1 gives the handles of destroyed events to the events made after them, most

@@ -35,6 +35,8 @@ static void fc_once_init(void)
     fc_g.query_not_ready = s && atoi(s) == 1;
     s = getenv("FAKECUDA_REUSE_HANDLES");
     fc_g.reuse_handles = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_NO_OWNER");
+    fc_g.no_owner = s && atoi(s) == 1;
     s = getenv("FAKECUDA_REUSE_EVENTS");
     fc_g.reuse_events = s && atoi(s) == 1;
     s = getenv("FAKECUDA_REUSE_STREAMS");
@@ -685,11 +687,9 @@ static int fc_kernel_index(const char *name)
     return -1;
 }
 
-/* One handle per (module, kernel, kind), so repeated lookups give equal handles, as in CUDA. */
-static fc_func *fc_func_get(fc_module *m, int kidx, int kind)
+/* A new function or kernel handle of module m (FAKECUDA_REUSE_HANDLES: an unloaded one's). */
+static fc_func *fc_func_alloc(fc_module *m, int kidx, int kind)
 {
-    for (fc_func *f = m->funcs; f; f = f->next)
-        if (f->kidx == kidx && f->hdr.kind == kind) return f;
     fc_func *f = fc_g.recycled;
     if (f) { /* FAKECUDA_REUSE_HANDLES: an unloaded kernel's handle, now another kernel's */
         fc_g.recycled = f->next;
@@ -705,6 +705,14 @@ static fc_func *fc_func_get(fc_module *m, int kidx, int kind)
     f->next = m->funcs;
     m->funcs = f;
     return f;
+}
+
+/* One handle per (module, kernel, kind), so repeated lookups give equal handles, as in CUDA. */
+static fc_func *fc_func_get(fc_module *m, int kidx, int kind)
+{
+    for (fc_func *f = m->funcs; f; f = f->next)
+        if (f->kidx == kidx && f->hdr.kind == kind) return f;
+    return fc_func_alloc(m, kidx, kind);
 }
 
 static CUresult fc_get_function(void **out, fc_module *m, const char *name, int library)
@@ -754,18 +762,36 @@ static CUresult fc_kernel_get_function(CUfunction *out, CUkernel k)
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (!fc_obj_valid(kf, FC_OBJ_KERN)) return CUDA_ERROR_INVALID_HANDLE;
     if (!kf->twin) {
-        fc_func *f = fc_obj_new(sizeof(*f), FC_OBJ_FUNC);
+        fc_func *f = fc_func_alloc(kf->mod, kf->kidx, FC_OBJ_FUNC);
         if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
-        f->mod = kf->mod;
-        f->kidx = kf->kidx;
-        f->next = kf->mod->funcs;
-        kf->mod->funcs = f;
         kf->twin = f;
     }
     *out = (CUfunction)kf->twin;
     return CUDA_SUCCESS;
 }
 CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { FC_API(1, fc_kernel_get_function(f, k)); }
+
+/* Whose a kernel is. A library stands for its own module here (the real driver gives it one per context):
+ * a CUfunction from cuKernelGetFunction names the library's object as its module, and so does
+ * cuLibraryGetModule. FAKECUDA_NO_OWNER=1: all three fail, as on a driver that cannot say. */
+static CUresult fc_owner(void **out, void *h, int kind, int lib)
+{
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    if (fc_g.no_owner) return CUDA_ERROR_NOT_SUPPORTED;
+    if (lib) {
+        fc_module *m = h;
+        if (!fc_obj_valid(m, FC_OBJ_MODULE) || !m->library) return CUDA_ERROR_INVALID_HANDLE;
+        *out = m;
+        return CUDA_SUCCESS;
+    }
+    fc_func *f = h;
+    if (!fc_obj_valid(f, kind) || f->mod->hdr.dead) return CUDA_ERROR_INVALID_HANDLE;
+    *out = f->mod;
+    return CUDA_SUCCESS;
+}
+CUresult cuFuncGetModule(CUmodule *m, CUfunction f) { FC_API(0, fc_owner((void **)m, f, FC_OBJ_FUNC, 0)); }
+CUresult cuKernelGetLibrary(CUlibrary *l, CUkernel k) { FC_API(0, fc_owner((void **)l, k, FC_OBJ_KERN, 0)); }
+CUresult cuLibraryGetModule(CUmodule *m, CUlibrary l) { FC_API(1, fc_owner((void **)m, l, 0, 1)); }
 
 const fc_kernel *fc_func_kernel(const fc_func *f) { return &fc_g.kernels[f->kidx]; }
 

@@ -177,6 +177,7 @@ typedef struct {
     /* FAKECUDA_REUSE_HANDLES=1: the function handles of an unloaded module are given to the kernels of
      * modules loaded later (a driver may reuse that memory), most recently unloaded first */
     int reuse_handles;
+    int no_owner; /* FAKECUDA_NO_OWNER: cuFuncGetModule, cuKernelGetLibrary and cuLibraryGetModule fail */
     struct fc_func *recycled;
     /* FAKECUDA_REUSE_EVENTS=1: destroyed events are handed out again by cuEventCreate, most recently
      * destroyed first */

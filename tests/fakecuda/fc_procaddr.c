@@ -93,6 +93,8 @@ static const fc_proc fc_procs[] = {
     {"cuModuleGetGlobal", 2000, 0, 0}, {"cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2", 0},
     {"cuLibraryLoadData", 12000, "cuLibraryLoadData", 0}, {"cuLibraryUnload", 12000, "cuLibraryUnload", 0},
     {"cuLibraryGetKernel", 12000, "cuLibraryGetKernel", 0}, {"cuKernelGetFunction", 12000, "cuKernelGetFunction", 0},
+    {"cuFuncGetModule", 11000, "cuFuncGetModule", 0}, {"cuKernelGetLibrary", 12050, "cuKernelGetLibrary", 0},
+    {"cuLibraryGetModule", 12000, "cuLibraryGetModule", 0},
     {"cuKernelGetName", 12030, "cuKernelGetName", 0}, {"cuFuncGetName", 12030, "cuFuncGetName", 0},
     {"cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", 0}, {"cuKernelGetParamInfo", 12040, "cuKernelGetParamInfo", 0},
     {"cuCtxSetLimit", 3010, "cuCtxSetLimit", 0}, {"cuCtxGetLimit", 3010, "cuCtxGetLimit", 0},
