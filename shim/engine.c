@@ -3182,7 +3182,8 @@ void ag_engine_unload_begin(ag_unload_t *u, int library, const void *handle)
     /* a library's CUfunctions are told apart in the calling thread's context, and only where that is the
      * one context any engine serves (layouts are made by engines only) */
     CUcontext cur = NULL;
-    int one = engine_count() == 1 && ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur && cur == engines[0].ctx;
+    int one = engine_count() == 1 && ag_drv.cuCtxGetCurrent && ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur &&
+              cur == engines[0].ctx;
     ag_unload_collect(u, library, handle, one);
 }
 
