@@ -40,9 +40,11 @@ const char ag_help_bench[] =
     "  --ab B            add a run per rep: the shim with AG_AB=B, where the sample times the shim\n"
     "                    against itself paused (autograph_pause) in blocks of B iterations in turn, in\n"
     "                    one process (from its 20th iteration on); its output must match eager too.\n"
-    "                    Column `in-process`: the paused blocks' median iteration over the shim's\n"
-    "                    (above 1: the shim was faster), free of the spread between processes that\n"
-    "                    the loop times carry (the paused side still passes the library's hooks)\n"    "\n"
+    "                    Column `in-process`: the paused blocks' median time per iteration over the\n"
+    "                    shim's, each block ended by a device sync (above 1: the shim was faster),\n"
+    "                    free of the spread between processes that the loop times carry (the paused\n"
+    "                    side still passes the library's hooks)\n"
+    "\n"
     "Exit code 0; 1 when outputs differ (MISMATCH) or a run fails; 77 without a GPU.\n";
 
 const char ag_help_demo[] =
@@ -419,8 +421,9 @@ static void print_bench_table(const bench_t *b)
                " one-time set-up are over: near 1.00x means the observer used while learning does not slow replay)\n");
     if (b->ab)
         printf("(in-process: one more run per rep with AG_AB=%ld, the sample timing the shim against itself paused in\n"
-               " blocks of %ld iterations in turn; the paused blocks' median iteration over the shim's, above 1 when\n"
-               " the shim was faster: free of the spread between processes, the paused side still passing the hooks)\n",
+               " blocks of %ld iterations in turn, each ended by a device sync; the paused blocks' median time per\n"
+               " iteration over the shim's, above 1 when the shim was faster: free of the spread between processes,\n"
+               " the paused side still passing the hooks)\n",
                b->ab, b->ab);
 }
 

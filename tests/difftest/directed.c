@@ -512,6 +512,19 @@ static void t_module_unload(void)
         observe(r, P2, OBS * 4);
     }
 }
+/* One round's second part in the reload tests: g with the old kernel's arguments before the reload, the new
+ * one's after it, then the result to P2, a sync and what the host sees. */
+static void reload_round(CUfunction g, int r)
+{
+    int n = N;
+    float v = -0.125f * (float)r;
+    void *a_step[] = {&Y, &v, &n}, *a_addto[] = {&Y, &X, &n};
+    CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, r < ROUNDS / 2 ? a_step : a_addto, NULL));
+    CK(store(s1, P2, Y));
+    CK(cuStreamSynchronize(s1));
+    observe(r, P2, OBS * 4);
+}
+
 /* A module unloaded and another loaded in its place, whose kernel may get the unloaded kernel's handle
  * (the fake, as a driver may, reuses the memory): launched with the same dimensions where the old one
  * was, with other parameters (two pointers, not a pointer and a float). A layout or a graph kept from
@@ -541,13 +554,7 @@ static void t_module_reload(int paused)
             reloaded = g == old; /* the point of the test: the same handle, another kernel */
         }
         pattern(s1, r);
-        int n = N;
-        float v = -0.125f * (float)r;
-        void *a_step[] = {&Y, &v, &n}, *a_addto[] = {&Y, &X, &n};
-        CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, r < ROUNDS / 2 ? a_step : a_addto, NULL));
-        CK(store(s1, P2, Y));
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        reload_round(g, r);
     }
     CK(cuModuleUnload(m2));
     if (!reloaded)
@@ -597,13 +604,7 @@ static void t_unload_others(int how)
         pattern(s1, r);
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
-        int n = N;
-        float v = -0.125f * (float)r;
-        void *a_step[] = {&Y, &v, &n}, *a_addto[] = {&Y, &X, &n};
-        CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, r < ROUNDS / 2 ? a_step : a_addto, NULL));
-        CK(store(s1, P2, Y));
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        reload_round(g, r);
     }
     own_unload(how, owner);
     if (!reloaded)
