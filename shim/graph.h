@@ -50,8 +50,9 @@ void ag_graph_release(ag_variant_t *v, void *ctx);
 /* Stream s is destroyed: the graphs that hold the legacy stream's implicit order with it are destroyed (its
  * handle may come back with other flags); their variants build new ones from the work they next hold. */
 void ag_graph_release_stream(CUstream s);
-/* Destroys every graph of the engine (a module was unloaded: its kernels' handles may come back as other
- * kernels, and a graph holds the old ones). Their variants build new ones from the work they next hold. */
+/* Destroys the engine's graphs that hold one of u's kernels (a module was unloaded: its kernels' handles
+ * may come back as other kernels, and such a graph holds the old ones; every graph where u->all). Their
+ * variants build new ones from the work they next hold. */
 void ag_graph_release_kernels(const ag_unload_t *u);
 /* The staging buffer the device-to-host node i of g writes to. */
 const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i);

@@ -267,7 +267,7 @@ void ag_engine_barrier(ag_id_t id);
  * stream's flags are released (its handle may come back with other flags). */
 void ag_engine_stream_gone(CUstream s);
 /* The kernels a module or library unload takes with it: the handles of the cached layouts that are its
- * (sorted), or all (every handle counts as its: the driver could not say whose some were). */
+ * (sorted; a kernel the driver could not say whose it is counts as its), or all (no room to list them). */
 typedef struct {
     const void **h;
     uint32_t n;
