@@ -204,6 +204,19 @@ static void test_launch(void)
     CHECK(!strcmp(name, "scale"));
     OK(cuKernelGetFunction(&kf, kk));
     OK(cuFuncGetName(&name, kf));
+    /* whose a kernel is (a library stands for its own module, as its CUfunctions' module) */
+    CUmodule own_m, own_lm;
+    CUlibrary own_l;
+    OK(cuFuncGetModule(&own_m, f_scale));
+    CHECK(own_m == mod);
+    ERR(cuFuncGetModule(&own_m, (CUfunction)kk), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuKernelGetLibrary(&own_l, kk));
+    CHECK(own_l == lib);
+    ERR(cuKernelGetLibrary(&own_l, (CUkernel)f_scale), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuFuncGetModule(&own_m, kf));
+    OK(cuLibraryGetModule(&own_lm, lib));
+    CHECK(own_m == own_lm);
+    ERR(cuLibraryGetModule(&own_lm, (CUlibrary)mod), CUDA_ERROR_INVALID_HANDLE);
     ERR(cuKernelGetName(&name, (CUkernel)kf), CUDA_ERROR_INVALID_HANDLE);
     CUdeviceptr d2;
     OK(cuMemAlloc(&d2, sizeof(out)));
