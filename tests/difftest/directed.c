@@ -514,16 +514,17 @@ static void t_module_unload(void)
 }
 /* One round's second part in the reload tests: g with the old kernel's arguments before the reload, the new
  * one's after it, then the result to P2, a sync and what the host sees. */
-static void reload_round(CUfunction g, int r)
+static void reload_round_on(CUstream s, CUdeviceptr y, CUdeviceptr x, float *p, CUfunction g, int r)
 {
     int n = N;
     float v = -0.125f * (float)r;
-    void *a_step[] = {&Y, &v, &n}, *a_addto[] = {&Y, &X, &n};
-    CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, r < ROUNDS / 2 ? a_step : a_addto, NULL));
-    CK(store(s1, P2, Y));
-    CK(cuStreamSynchronize(s1));
-    observe(r, P2, OBS * 4);
+    void *a_step[] = {&y, &v, &n}, *a_addto[] = {&y, &x, &n};
+    CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s, r < ROUNDS / 2 ? a_step : a_addto, NULL));
+    CK(store(s, p, y));
+    CK(cuStreamSynchronize(s));
+    observe(r, p, OBS * 4);
 }
+static void reload_round(CUfunction g, int r) { reload_round_on(s1, Y, X, P2, g, r); }
 
 /* A module unloaded and another loaded in its place, whose kernel may get the unloaded kernel's handle
  * (the fake, as a driver may, reuses the memory): launched with the same dimensions where the old one
@@ -609,6 +610,69 @@ static void t_unload_others(int how)
     own_unload(how, owner);
     if (!reloaded)
         fprintf(stderr, "directed: unload_others: the new kernel got a handle of its own (the test checks less)\n");
+}
+
+/* The function of a library's kernel in a second context (cuKernelGetFunction there), the library unloaded
+ * by this thread from the first context and loaded again with another kernel, whose function there may get
+ * the unloaded one's handle (the fake reuses it). Both contexts have engines, and the library's module in
+ * the second context is not the one this thread can ask for (cuLibraryGetModule answers for the calling
+ * thread's context): the shim cannot tell that function from another module's, so it forgets every
+ * CUfunction's layout and graph, and the second context's graph of the old kernel goes with them. */
+static void t_unload_libfn_ctx(void)
+{
+    CUcontext ctx_a, ctx_b;
+    CUdeviceptr W, WB;
+    CUdevice dev;
+    CUstream sb;
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction g;
+    float *pb, wb[N];
+    CK(cuCtxGetCurrent(&ctx_a));
+    CK(cuCtxGetDevice(&dev));
+    pattern(s1, -1); /* the first engine is the first context's */
+    CK(cuStreamSynchronize(s1));
+    CK(cuCtxCreate(&ctx_b, NULL, 0, dev)); /* current now, until set back */
+    CK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&W, N * 4));
+    CK(cuMemAlloc(&WB, N * 4));
+    CK(cuMemAllocHost((void **)&pb, OBS * 4));
+    for (int i = 0; i < N; i++) wb[i] = (float)(i % 11) * 0.375f;
+    CK(cuMemsetD32(W, 0, N));
+    CK(cuMemcpyHtoD(WB, wb, sizeof wb));
+    CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuLibraryGetKernel(&k, lib, "dt_step"));
+    CK(cuKernelGetFunction(&g, k));
+    CK(cuCtxSetCurrent(ctx_a));
+    int reloaded = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2) {
+            CUfunction old = g;
+            CK(cuLibraryUnload(lib)); /* from the first context */
+            CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+            CK(cuLibraryGetKernel(&k, lib, "dt_addto"));
+            CK(cuCtxSetCurrent(ctx_b));
+            CK(cuKernelGetFunction(&g, k));
+            CK(cuCtxSetCurrent(ctx_a));
+            reloaded = g == old;
+        }
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+        CK(cuCtxSetCurrent(ctx_b));
+        reload_round_on(sb, W, WB, pb, g, r);
+        CK(cuCtxSetCurrent(ctx_a));
+    }
+    CK(cuLibraryUnload(lib));
+    CK(cuCtxSetCurrent(ctx_b));
+    CK(cuStreamDestroy(sb));
+    CK(cuMemFree(W));
+    CK(cuMemFree(WB));
+    CK(cuMemFreeHost(pb));
+    CK(cuCtxSetCurrent(ctx_a));
+    CK(cuCtxDestroy(ctx_b));
+    if (!reloaded)
+        fprintf(stderr, "directed: unload_libfn_ctx: the new function got a handle of its own (the test checks less)\n");
 }
 
 static void t_graph_launch(void)
@@ -1440,6 +1504,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "unload_others_module") || !strcmp(n, "unload_others_noowner")) t_unload_others(0);
     else if (!strcmp(n, "unload_others_kernel")) t_unload_others(1);
     else if (!strcmp(n, "unload_others_function")) t_unload_others(2);
+    else if (!strcmp(n, "unload_libfn_ctx")) t_unload_libfn_ctx();
     else if (!strcmp(n, "pause_race")) t_pause_race();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();

@@ -676,6 +676,8 @@ static CUresult fc_module_unload(fc_module *m, int library)
         if (fc_g.reuse_handles) f->next = fc_g.recycled, fc_g.recycled = f;
     }
     m->funcs = NULL;
+    for (fc_module *cm = m->ctxmods; cm; cm = cm->next) cm->hdr.dead = 1;
+    m->ctxmods = NULL;
     return r;
 }
 CUresult cuModuleUnload(CUmodule m) { FC_API(1, fc_module_unload((fc_module *)m, 0)); }
@@ -756,38 +758,58 @@ CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name)
     FC_API(0, fc_get_function((void **)k, (fc_module *)l, name, 1));
 }
 
+/* The library's module in context c (made at its first use there). */
+static fc_module *fc_lib_ctxmod(fc_module *lib, fc_ctx *c)
+{
+    for (fc_module *cm = lib->ctxmods; cm; cm = cm->next)
+        if (cm->ctx == c) return cm;
+    fc_module *cm = fc_obj_new(sizeof(*cm), FC_OBJ_MODULE);
+    if (!cm) return NULL;
+    cm->library = 2;
+    cm->ctx = c;
+    cm->next = lib->ctxmods;
+    lib->ctxmods = cm;
+    return cm;
+}
+
 static CUresult fc_kernel_get_function(CUfunction *out, CUkernel k)
 {
     fc_func *kf = (fc_func *)k;
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (!fc_obj_valid(kf, FC_OBJ_KERN)) return CUDA_ERROR_INVALID_HANDLE;
-    if (!kf->twin) {
-        fc_func *f = fc_func_alloc(kf->mod, kf->kidx, FC_OBJ_FUNC);
+    fc_ctx *c = fc_cur_ctx();
+    fc_func *f = kf->mod->funcs;
+    while (f && !(f->kern == kf && f->ctx == c)) f = f->next;
+    if (!f) {
+        f = fc_func_alloc(kf->mod, kf->kidx, FC_OBJ_FUNC);
         if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
-        kf->twin = f;
+        f->kern = kf;
+        f->ctx = c;
+        f->max_dyn = kf->max_dyn;
     }
-    *out = (CUfunction)kf->twin;
+    *out = (CUfunction)f;
     return CUDA_SUCCESS;
 }
 CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { FC_API(1, fc_kernel_get_function(f, k)); }
 
-/* Whose a kernel is. A library stands for its own module here (the real driver gives it one per context):
- * a CUfunction from cuKernelGetFunction names the library's object as its module, and so does
- * cuLibraryGetModule. FAKECUDA_NO_OWNER=1: all three fail, as on a driver that cannot say. */
+/* Whose a kernel is. A library has a module of its own in each context (made at its first use there):
+ * cuLibraryGetModule names the one of the calling thread's context, cuFuncGetModule that of the
+ * function's context for a library kernel's function. FAKECUDA_NO_OWNER=1: all three fail, as on a
+ * driver that cannot say. */
 static CUresult fc_owner(void **out, void *h, int kind, int lib)
 {
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (fc_g.no_owner) return CUDA_ERROR_NOT_SUPPORTED;
     if (lib) {
         fc_module *m = h;
-        if (!fc_obj_valid(m, FC_OBJ_MODULE) || !m->library) return CUDA_ERROR_INVALID_HANDLE;
-        *out = m;
-        return CUDA_SUCCESS;
+        if (!fc_obj_valid(m, FC_OBJ_MODULE) || m->library != 1) return CUDA_ERROR_INVALID_HANDLE;
+        *out = fc_lib_ctxmod(m, fc_cur_ctx());
+        return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
     fc_func *f = h;
     if (!fc_obj_valid(f, kind) || f->mod->hdr.dead) return CUDA_ERROR_INVALID_HANDLE;
-    *out = f->mod;
-    return CUDA_SUCCESS;
+    *out = f->kern ? (void *)fc_lib_ctxmod(f->mod, f->ctx) : (void *)f->mod;
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuFuncGetModule(CUmodule *m, CUfunction f) { FC_API(0, fc_owner((void **)m, f, FC_OBJ_FUNC, 0)); }
 CUresult cuKernelGetLibrary(CUlibrary *l, CUkernel k) { FC_API(0, fc_owner((void **)l, k, FC_OBJ_KERN, 0)); }
@@ -878,8 +900,9 @@ static CUresult fc_func_set_attr(CUfunction_attribute a, int v, const void *h, i
     if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
         fc_func *f = (fc_func *)h;
         f->max_dyn = v ? v : -1; /* -1: set to 0 (no dynamic shared memory at all) */
-        if (f->twin)
-            f->twin->max_dyn = f->max_dyn;
+        if (kind == FC_OBJ_KERN) /* its functions share it */
+            for (fc_func *t = f->mod->funcs; t; t = t->next)
+                if (t->kern == f) t->max_dyn = f->max_dyn;
     }
     return CUDA_SUCCESS;
 }

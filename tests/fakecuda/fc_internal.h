@@ -32,10 +32,20 @@ typedef struct {
 
 typedef struct fc_module fc_module;
 /* max_dyn: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as last set (0: the default, 48 KiB), shared by a
- * CUkernel and its function (twin) */
-typedef struct fc_func { fc_obj hdr; fc_module *mod; int kidx; int max_dyn; struct fc_func *next, *twin; } fc_func;
+ * CUkernel and its functions. kern, ctx: a CUkernel's function in context ctx (cuKernelGetFunction: one
+ * per kernel and context, as in CUDA), whose module is the library's module in that context. */
+typedef struct fc_func {
+    fc_obj hdr;
+    fc_module *mod;
+    int kidx;
+    int max_dyn;
+    struct fc_func *next, *kern;
+    fc_ctx *ctx;
+} fc_func;
 int fc_max_dyn(const void *f); /* the dynamic shared memory a launch of f may ask for */
-struct fc_module { fc_obj hdr; int library; fc_ctx *ctx; fc_func *funcs; };
+/* library: 1 for a library, 2 for a library's module in one context (ctx; in the library's ctxmods, chained
+ * by next: cuLibraryGetModule and cuFuncGetModule name it, and nothing unloads it but its library). */
+struct fc_module { fc_obj hdr; int library; fc_ctx *ctx; fc_func *funcs; fc_module *ctxmods, *next; };
 
 /* A resolved kernel launch: argument bytes packed at the param-info offsets. */
 typedef struct {

@@ -217,6 +217,24 @@ static void test_launch(void)
     OK(cuLibraryGetModule(&own_lm, lib));
     CHECK(own_m == own_lm);
     ERR(cuLibraryGetModule(&own_lm, (CUlibrary)mod), CUDA_ERROR_INVALID_HANDLE);
+    { /* in another context the kernel has another function, whose module is the library's there */
+        CUcontext here, other;
+        CUfunction kf2, kf_again;
+        CUmodule m_other, lm_other;
+        OK(cuCtxGetCurrent(&here));
+        OK(cuCtxCreate(&other, NULL, 0, 0));
+        OK(cuKernelGetFunction(&kf2, kk));
+        CHECK(kf2 != kf);
+        OK(cuFuncGetModule(&m_other, kf2));
+        OK(cuLibraryGetModule(&lm_other, lib));
+        CHECK(m_other == lm_other && m_other != own_m);
+        OK(cuFuncGetModule(&m_other, kf)); /* from any context: its own context's */
+        CHECK(m_other == own_m);
+        OK(cuCtxSetCurrent(here));
+        OK(cuKernelGetFunction(&kf_again, kk));
+        CHECK(kf_again == kf);
+        OK(cuCtxDestroy(other));
+    }
     ERR(cuKernelGetName(&name, (CUkernel)kf), CUDA_ERROR_INVALID_HANDLE);
     CUdeviceptr d2;
     OK(cuMemAlloc(&d2, sizeof(out)));
