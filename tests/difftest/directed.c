@@ -612,69 +612,6 @@ static void t_unload_others(int how)
         fprintf(stderr, "directed: unload_others: the new kernel got a handle of its own (the test checks less)\n");
 }
 
-/* The function of a library's kernel in a second context (cuKernelGetFunction there), the library unloaded
- * by this thread from the first context and loaded again with another kernel, whose function there may get
- * the unloaded one's handle (the fake reuses it). Both contexts have engines, and the library's module in
- * the second context is not the one this thread can ask for (cuLibraryGetModule answers for the calling
- * thread's context): the shim cannot tell that function from another module's, so it forgets every
- * CUfunction's layout and graph, and the second context's graph of the old kernel goes with them. */
-static void t_unload_libfn_ctx(void)
-{
-    CUcontext ctx_a, ctx_b;
-    CUdeviceptr W, WB;
-    CUdevice dev;
-    CUstream sb;
-    CUlibrary lib;
-    CUkernel k;
-    CUfunction g;
-    float *pb, wb[N];
-    CK(cuCtxGetCurrent(&ctx_a));
-    CK(cuCtxGetDevice(&dev));
-    pattern(s1, -1); /* the first engine is the first context's */
-    CK(cuStreamSynchronize(s1));
-    CK(cuCtxCreate(&ctx_b, NULL, 0, dev)); /* current now, until set back */
-    CK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
-    CK(cuMemAlloc(&W, N * 4));
-    CK(cuMemAlloc(&WB, N * 4));
-    CK(cuMemAllocHost((void **)&pb, OBS * 4));
-    for (int i = 0; i < N; i++) wb[i] = (float)(i % 11) * 0.375f;
-    CK(cuMemsetD32(W, 0, N));
-    CK(cuMemcpyHtoD(WB, wb, sizeof wb));
-    CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
-    CK(cuLibraryGetKernel(&k, lib, "dt_step"));
-    CK(cuKernelGetFunction(&g, k));
-    CK(cuCtxSetCurrent(ctx_a));
-    int reloaded = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        if (r == ROUNDS / 2) {
-            CUfunction old = g;
-            CK(cuLibraryUnload(lib)); /* from the first context */
-            CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
-            CK(cuLibraryGetKernel(&k, lib, "dt_addto"));
-            CK(cuCtxSetCurrent(ctx_b));
-            CK(cuKernelGetFunction(&g, k));
-            CK(cuCtxSetCurrent(ctx_a));
-            reloaded = g == old;
-        }
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
-        CK(cuCtxSetCurrent(ctx_b));
-        reload_round_on(sb, W, WB, pb, g, r);
-        CK(cuCtxSetCurrent(ctx_a));
-    }
-    CK(cuLibraryUnload(lib));
-    CK(cuCtxSetCurrent(ctx_b));
-    CK(cuStreamDestroy(sb));
-    CK(cuMemFree(W));
-    CK(cuMemFree(WB));
-    CK(cuMemFreeHost(pb));
-    CK(cuCtxSetCurrent(ctx_a));
-    CK(cuCtxDestroy(ctx_b));
-    if (!reloaded)
-        fprintf(stderr, "directed: unload_libfn_ctx: the new function got a handle of its own (the test checks less)\n");
-}
-
 static void t_graph_launch(void)
 {
     /* the application's own graph: Z += Y, then step(Z), then Z to P2 */
@@ -788,26 +725,44 @@ static void *other_context_thread(void *arg)
     return cuStreamSynchronize(s) == CUDA_SUCCESS ? NULL : (void *)1;
 }
 
-static void t_other_context(void)
+/* ctx_b made (current on return), with non-blocking stream *sb, W zeroed and WB filled; after the first
+ * context's engine met work (ctx_a's, the calling thread's). */
+static void ctx_b_open(CUcontext ctx_a, CUstream *sb)
 {
-    CUcontext ctx_a;
     CUdevice dev;
-    CUevent ev;
-    CUstream sb, sb2;
-    CK(cuCtxGetCurrent(&ctx_a));
+    float wb[N];
+    CK(cuCtxSetCurrent(ctx_a));
     CK(cuCtxGetDevice(&dev));
     pattern(s1, -1); /* the engine's context is the first one it meets */
     CK(cuStreamSynchronize(s1));
     CK(cuCtxCreate(&ctx_b, NULL, 0, dev)); /* current now, until set back */
-    CK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
-    CK(cuStreamCreate(&sb2, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(sb, CU_STREAM_NON_BLOCKING));
     CK(cuMemAlloc(&W, N * 4));
     CK(cuMemAlloc(&WB, N * 4));
-    float wb[N];
     for (int i = 0; i < N; i++) wb[i] = (float)(i % 13) * 0.25f;
     CK(cuMemsetD32(W, 0, N));
     CK(cuMemcpyHtoD(WB, wb, sizeof wb));
     CK(cuCtxSynchronize());
+}
+/* ctx_b's stream sb, W and WB, and ctx_b itself go; ctx_a is current after. */
+static void ctx_b_close(CUcontext ctx_a, CUstream sb)
+{
+    CK(cuCtxSetCurrent(ctx_b));
+    CK(cuStreamDestroy(sb));
+    CK(cuMemFree(W));
+    CK(cuMemFree(WB));
+    CK(cuCtxSetCurrent(ctx_a));
+    CK(cuCtxDestroy(ctx_b));
+}
+
+static void t_other_context(void)
+{
+    CUcontext ctx_a;
+    CUevent ev;
+    CUstream sb, sb2;
+    CK(cuCtxGetCurrent(&ctx_a));
+    ctx_b_open(ctx_a, &sb);
+    CK(cuStreamCreate(&sb2, CU_STREAM_NON_BLOCKING));
     CK(cuCtxSetCurrent(ctx_a));
     CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     pthread_t th;
@@ -833,12 +788,55 @@ static void t_other_context(void)
     observe(ROUNDS, w, sizeof w);
     CK(cuEventDestroy(ev));
     CK(cuCtxSetCurrent(ctx_b));
-    CK(cuStreamDestroy(sb));
     CK(cuStreamDestroy(sb2));
-    CK(cuMemFree(W));
-    CK(cuMemFree(WB));
+    ctx_b_close(ctx_a, sb);
+}
+
+/* The function of a library's kernel in a second context (cuKernelGetFunction there), the library unloaded
+ * by this thread from the first context and loaded again with another kernel, whose function there may get
+ * the unloaded one's handle (the fake reuses it). Both contexts have engines, and the library's module in
+ * the second context is not the one this thread can ask for (cuLibraryGetModule answers for the calling
+ * thread's context): the shim cannot tell that function from another module's, so it forgets every
+ * CUfunction's layout and graph, and the second context's graph of the old kernel goes with them. */
+static void t_unload_libfn_ctx(void)
+{
+    CUcontext ctx_a;
+    CUstream sb;
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction g;
+    float *pb;
+    CK(cuCtxGetCurrent(&ctx_a));
+    ctx_b_open(ctx_a, &sb);
+    CK(cuMemAllocHost((void **)&pb, OBS * 4));
+    CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuLibraryGetKernel(&k, lib, "dt_step"));
+    CK(cuKernelGetFunction(&g, k));
     CK(cuCtxSetCurrent(ctx_a));
-    CK(cuCtxDestroy(ctx_b));
+    int reloaded = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2) {
+            CUfunction old = g;
+            CK(cuLibraryUnload(lib)); /* from the first context */
+            CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+            CK(cuLibraryGetKernel(&k, lib, "dt_addto"));
+            CK(cuCtxSetCurrent(ctx_b));
+            CK(cuKernelGetFunction(&g, k));
+            CK(cuCtxSetCurrent(ctx_a));
+            reloaded = g == old;
+        }
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+        CK(cuCtxSetCurrent(ctx_b));
+        reload_round_on(sb, W, WB, pb, g, r);
+        CK(cuCtxSetCurrent(ctx_a));
+    }
+    CK(cuLibraryUnload(lib));
+    CK(cuMemFreeHost(pb));
+    ctx_b_close(ctx_a, sb);
+    if (!reloaded)
+        fprintf(stderr, "directed: unload_libfn_ctx: the new function got a handle of its own (the test checks less)\n");
 }
 
 /* Destroying a context (another one here) ends every deferral: the work held back for the engine's
