@@ -230,6 +230,16 @@ typedef struct prog {
      * it is calls autograph_pause before about one operation in 16, pausing the shim or bringing it back
      * in turn (what it holds is issued at a pause, wherever the iteration is); resumed at the end */
     int pauses;
+    /* reloads (drawn apart too; a fifth of the programs): every `reloads`-th iteration (1 to 3), before
+     * operation reload_idx, the thread whose turn it is unloads the program's module, its library or both
+     * and loads them again (at one point of the iteration, so that graphs form between), taking the kernels
+     * in a rotated order, so that with FAKECUDA_REUSE_HANDLES=1 a kernel gets a handle another kernel had
+     * (other parameters: a layout kept across the unload would copy the wrong bytes), or half the time
+     * its own handle with two kernels' code traded (reload_kernels: a graph kept across the unload would
+     * launch the old code, which fakecuda refuses). Programs with a graph of their own reload only the
+     * library (the graph holds the module's kernel). */
+    int reloads, reload_idx;
+    int load_rot, swapped; /* the kernels' order at the last load; scaling and clamping trade places */
 } prog_t;
 
 static dt_pause_fn_t g_pause_fn; /* the shim's autograph_pause, where it is loaded */
@@ -753,6 +763,43 @@ static void step(prog_t *p, int idx, int it)
 
 static int owner(int idx) { return idx & 1; }
 
+static const char fake_image[] = "fakecuda-module difftest";
+
+/* A reload's draws (what it unloads, the order, a swap): its own for each iteration it and operation idx. */
+static uint64_t reload_draw(const prog_t *p, int it, int idx)
+{
+    return dt_mix(p->seed ^ 0x7e10adULL, (uint64_t)it * 4099 + (uint64_t)idx);
+}
+
+/* The module (which 0), the library (1) or both (2) unloaded and loaded again. Without swap their kernels
+ * are taken from kernel `rot` on (a rotated order: the handles a driver reuses go to other kernels than
+ * before, with other parameters). With swap, in the order of the last load (each kernel gets its own
+ * handle back where the driver reuses them), but the scaling and clamping kernels (the same parameters)
+ * trade places: a launch of one under the same handle as before runs the other's code from now on (the
+ * program's results change, with and without the shim alike). In the program's own context. */
+static void reload_kernels(prog_t *p, int which, int rot, int swap)
+{
+    dt_sum_t *S = &p->sum;
+    swap = swap && p->kset[K_SCALE] && p->kset[K_CLAMP];
+    if (!swap) p->load_rot = rot;
+    if (swap) p->swapped = !p->swapped;
+    /* the library first: the fake reuses the handles last unloaded first, so the module's come back first */
+    if (which != 0) DT_CK(S, cuLibraryUnload(p->lib));
+    if (which != 1) DT_CK(S, cuModuleUnload(p->mod));
+    if (which != 1) DT_CK(S, cuModuleLoadData(&p->mod, fake_image));
+    if (which != 0) DT_CK(S, cuLibraryLoadData(&p->lib, fake_image, NULL, NULL, 0, NULL, NULL, 0));
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0 ? which == 1 : which == 0) continue; /* module, then library */
+        for (int j = 0; j < K_N; j++) {
+            int k = (p->load_rot + j) % K_N;
+            if (!p->kset[k]) continue;
+            const char *name = k_names[!p->swapped ? k : k == K_SCALE ? K_CLAMP : k == K_CLAMP ? K_SCALE : k];
+            if (pass == 0) DT_CK(S, cuModuleGetFunction(&p->fn[k], p->mod, name));
+            else DT_CK(S, cuLibraryGetKernel(&p->kn[k], p->lib, name));
+        }
+    }
+}
+
 static void run_iterations(prog_t *p, int me)
 {
     for (int it = 0; it < p->iters; it++) {
@@ -767,6 +814,10 @@ static void run_iterations(prog_t *p, int me)
             }
             if (p->pauses && g_pause_fn && dt_mix(p->seed ^ 0x9a05eULL, (uint64_t)it * 4099 + (uint64_t)idx) % 16 == 0)
                 p->pauses += g_pause_fn(p->pauses % 2) >= 0; /* odd: running, so pause; even: paused */
+            if (p->reloads && idx == p->reload_idx && it % p->reloads == p->reloads - 1) {
+                uint64_t h = reload_draw(p, it, idx) >> 8;
+                reload_kernels(p, p->own ? 1 : (int)(h % 3), (int)((h >> 4) % K_N), (h >> 12) % 2 == 0);
+            }
             if (!(p->sab_mode == SAB_REORDER && it == p->sab_iter && late_idx >= 0 && idx == late_idx + 1))
                 step(p, idx, it);
             if (p->threads) {
@@ -830,8 +881,6 @@ static void *observer(void *arg)
     return NULL;
 }
 
-static const char fake_image[] = "fakecuda-module difftest";
-
 /* The program's kernels, as functions of a module and as kernels of a library, in the current context. */
 static void load_kernels(prog_t *p, CUmodule *mod, CUlibrary *lib, CUfunction *fn, CUkernel *kn)
 {
@@ -862,6 +911,9 @@ static void describe(const prog_t *p)
         fprintf(stderr, "  forks and joins without events: the legacy stream's implicit order only\n");
     if (p->pauses)
         fprintf(stderr, "  autograph_pause toggled before about one operation in 16 (where the shim is loaded)\n");
+    if (p->reloads)
+        fprintf(stderr, "  its module, library or both unloaded and loaded again before operation %d of every %s\n",
+                p->reload_idx, p->reloads == 1 ? "iteration" : p->reloads == 2 ? "second iteration" : "third iteration");
     for (int i = 0; i < p->nops; i++) {
         const op_t *o = &p->ops[i];
         fprintf(stderr, "  %3d %-12s", i, kn[o->kind]);
@@ -934,6 +986,9 @@ static int run_program(uint64_t seed)
                   dt_mix(seed, 0x1e6ac7ULL) % 2 == 0;
     if (p->implicit) p->handoff = 0;
     p->pauses = dt_mix(seed, 0x9a05e5ULL) % 4 == 0;
+    uint64_t rd = dt_mix(seed, 0x7e10adULL);
+    p->reloads = rd % 5 == 0 ? 1 + (int)(rd >> 8) % 3 : 0;
+    p->reload_idx = (int)((rd >> 16) % (uint64_t)p->nops);
     if (g_verbose) describe(p);
     if (g_sabotage) p->sab_mode = g_sabotage, p->sab_iter = p->iters > 7 ? 7 : p->iters - 1;
     late_idx = -1;

@@ -695,7 +695,9 @@ static fc_func *fc_func_alloc(fc_module *m, int kidx, int kind)
     fc_func *f = fc_g.recycled;
     if (f) { /* FAKECUDA_REUSE_HANDLES: an unloaded kernel's handle, now another kernel's */
         fc_g.recycled = f->next;
+        unsigned gen = f->gen;
         memset((char *)f + sizeof(f->hdr), 0, sizeof(*f) - sizeof(f->hdr));
+        f->gen = gen + 1;
         f->hdr.kind = kind;
         f->hdr.dead = 0;
     } else {

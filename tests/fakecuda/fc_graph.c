@@ -3,6 +3,7 @@
  * (seeded like the scheduler), so a graph whose edges miss a dependency shows it. */
 #include "fc_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,7 @@ static CUresult fc_kernel_params(const CUDA_KERNEL_NODE_PARAMS *p, fc_launch *ou
     memset(out, 0, sizeof(*out));
     if (fc_kernel_pack(fc_func_kernel(f), p->kernelParams, p->extra, out, &r)) return r;
     out->f = f;
+    out->gen = f->gen;
     out->dims = (fakecuda_dims_t){p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ, p->sharedMemBytes};
     return CUDA_SUCCESS;
 }
@@ -392,6 +394,12 @@ static CUresult fc_node_enqueue(fc_stream *s, fc_node *n)
                                 [CU_GRAPH_NODE_TYPE_MEMSET] = FC_OP_MEMSET, [CU_GRAPH_NODE_TYPE_HOST] = FC_OP_HOSTFN,
                                 [CU_GRAPH_NODE_TYPE_EVENT_RECORD] = FC_OP_EVREC};
     if (n->type == CU_GRAPH_NODE_TYPE_EMPTY) return CUDA_SUCCESS;
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && (n->kl.f->hdr.dead || n->kl.f->gen != n->kl.gen)) {
+        /* A driver's exec keeps the code it was made with, or fails: never the right one. */
+        fprintf(stderr, "fakecuda: a graph launched a kernel node whose function (%p) was unloaded since the node "
+                        "was made%s\n", (void *)n->kl.f, n->kl.f->hdr.dead ? "" : ", its handle now another kernel's");
+        abort();
+    }
     fc_op *op = fc_op_new(n->type < sizeof(kinds) / sizeof(kinds[0]) ? kinds[n->type] : FC_OP_NOP);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
     op->from_graph = 1;

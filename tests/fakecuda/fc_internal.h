@@ -41,15 +41,18 @@ typedef struct fc_func {
     int max_dyn;
     struct fc_func *next, *kern;
     fc_ctx *ctx;
+    unsigned gen; /* how often the handle was given out again after an unload (FAKECUDA_REUSE_HANDLES) */
 } fc_func;
 int fc_max_dyn(const void *f); /* the dynamic shared memory a launch of f may ask for */
 /* library: 1 for a library, 2 for a library's module in one context (ctx; in the library's ctxmods, chained
  * by next: cuLibraryGetModule and cuFuncGetModule name it, and nothing unloads it but its library). */
 struct fc_module { fc_obj hdr; int library; fc_ctx *ctx; fc_func *funcs; fc_module *ctxmods, *next; };
 
-/* A resolved kernel launch: argument bytes packed at the param-info offsets. */
+/* A resolved kernel launch: argument bytes packed at the param-info offsets; gen: f's when it was made (a
+ * graph's node whose handle went to another kernel since would run that kernel: fakecuda aborts instead). */
 typedef struct {
     fc_func *f;
+    unsigned gen;
     fakecuda_dims_t dims;
     unsigned char *buf;
     size_t bufsize;

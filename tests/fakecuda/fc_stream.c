@@ -581,6 +581,7 @@ static CUresult fc_launch_kernel(CUfunction hf, unsigned gx, unsigned gy, unsign
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
     if (fc_kernel_pack(fc_func_kernel(f), kp, extra, &op->kl, &r)) return fc_op_free(op), r;
     op->kl.f = f;
+    op->kl.gen = f->gen;
     op->kl.dims = (fakecuda_dims_t){gx, gy, gz, bx, by, bz, smem};
     return fc_submit(s, op, NULL);
 }

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -583,6 +586,52 @@ static void test_procaddr(void)
     dlclose(self);
 }
 
+/* A graph's kernel node whose function was unloaded since it was made: a driver's exec would run the old
+ * code or fail, never another kernel's, so fakecuda aborts there (in a child: the parent sees SIGABRT). */
+static void test_stale_node(void)
+{
+    CUmodule m2;
+    CUfunction f2;
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphExec x;
+    CUdeviceptr d;
+    int v = 2, n = 8;
+    OK(cuMemAlloc(&d, 64));
+    OK(cuMemsetD32(d, 0, 16));
+    OK(cuModuleLoadData(&m2, "fakecuda-module stale"));
+    OK(cuModuleGetFunction(&f2, m2, "add"));
+    void *args[] = {&d, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS kp;
+    memset(&kp, 0, sizeof(kp));
+    kp.func = f2, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1, kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
+    kp.kernelParams = args;
+    OK(cuGraphCreate(&g, 0));
+    OK(cuGraphAddKernelNode(&node, g, NULL, 0, &kp));
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, NULL)); /* its module still loaded: runs */
+    OK(cuCtxSynchronize());
+    int out[8];
+    OK(cuMemcpyDtoH(out, d, sizeof(out)));
+    CHECK(out[0] == 2 && out[7] == 2);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        if (cuModuleUnload(m2) != CUDA_SUCCESS) _exit(4);
+        (void)cuGraphLaunch(x, NULL);
+        (void)cuCtxSynchronize();
+        _exit(0);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    OK(cuModuleUnload(m2));
+    OK(cuMemFree(d));
+}
+
 static CUdeviceptr shared_buf;
 static void *thread_main(void *arg)
 {
@@ -736,6 +785,7 @@ int main(void)
     test_ordering();
     test_capture();
     test_graph();
+    test_stale_node();
     test_procaddr();
     test_threads();
     test_interop();
