@@ -36,6 +36,14 @@ static void k_step(void **a, const fakecuda_dims_t *d)
     (void)d;
     for (int i = 0; i < n; i++) y[i] = dt_squash(0.9f * y[i] + v + (float)i * 0.001f);
 }
+/* dt_decay(y, a, n): y = squash(0.5 y - a): dt_step's parameters, other code */
+static void k_decay(void **a, const fakecuda_dims_t *d)
+{
+    float *y = *(float **)a[0], v = *(float *)a[1];
+    int n = *(int *)a[2];
+    (void)d;
+    for (int i = 0; i < n; i++) y[i] = dt_squash(0.5f * y[i] - v);
+}
 static void k_addto(void **a, const fakecuda_dims_t *d)
 {
     float *y = *(float **)a[0], *x = *(float **)a[1];
@@ -560,6 +568,38 @@ static void t_module_reload(int paused)
     CK(cuModuleUnload(m2));
     if (!reloaded)
         fprintf(stderr, "directed: module_reload: the new kernel got a handle of its own (the test checks less)\n");
+}
+
+/* A module unloaded and loaded again, its kernel's handle given to a kernel with the same parameters and
+ * other code (the fake reuses it), launched with the same argument bytes every round: nothing to patch, so
+ * a graph kept from the old kernel would be launched as it was (fakecuda aborts at its node, as a driver's
+ * exec would run the old code or fail). */
+static void t_module_swap(void)
+{
+    CUmodule m2;
+    CUfunction g;
+    int n = N;
+    float v = 0.25f;
+    void *args[] = {&Y, &v, &n};
+    CK(cuModuleLoadData(&m2, image));
+    CK(cuModuleGetFunction(&g, m2, "dt_step"));
+    int reloaded = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2) {
+            CUfunction old = g;
+            CK(cuModuleUnload(m2));
+            CK(cuModuleLoadData(&m2, image));
+            CK(cuModuleGetFunction(&g, m2, "dt_decay"));
+            reloaded = g == old;
+        }
+        CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, args, NULL));
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuModuleUnload(m2));
+    if (!reloaded)
+        fprintf(stderr, "directed: module_swap: the new kernel got a handle of its own (the test checks less)\n");
 }
 
 /* A kernel of a module or library of the test's own (how: 0 a module's CUfunction, 1 a library's CUkernel,
@@ -1444,6 +1484,7 @@ int main(int argc, char **argv)
     g_name = argv[1];
     static const size_t sz[3] = {8, 8, 4}, szs[3] = {8, 4, 4};
     if (fakecuda_register_kernel("dt_step", k_step, 3, szs) || fakecuda_register_kernel("dt_addto", k_addto, 3, sz) ||
+        fakecuda_register_kernel("dt_decay", k_decay, 3, szs) ||
         fakecuda_register_kernel("dt_store", k_store, 3, sz) || fakecuda_register_kernel("dt_texread", k_texread, 3, sz) ||
         fakecuda_register_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", k_addto, 3, sz))
         return 2;
@@ -1503,6 +1544,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "unload_others_kernel")) t_unload_others(1);
     else if (!strcmp(n, "unload_others_function")) t_unload_others(2);
     else if (!strcmp(n, "unload_libfn_ctx")) t_unload_libfn_ctx();
+    else if (!strcmp(n, "module_swap")) t_module_swap();
     else if (!strcmp(n, "pause_race")) t_pause_race();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
