@@ -765,12 +765,6 @@ static int owner(int idx) { return idx & 1; }
 
 static const char fake_image[] = "fakecuda-module difftest";
 
-/* A reload's draws (what it unloads, the order, a swap): its own for each iteration it and operation idx. */
-static uint64_t reload_draw(const prog_t *p, int it, int idx)
-{
-    return dt_mix(p->seed ^ 0x7e10adULL, (uint64_t)it * 4099 + (uint64_t)idx);
-}
-
 /* The module (which 0), the library (1) or both (2) unloaded and loaded again. Without swap their kernels
  * are taken from kernel `rot` on (a rotated order: the handles a driver reuses go to other kernels than
  * before, with other parameters). With swap, in the order of the last load (each kernel gets its own
@@ -815,7 +809,7 @@ static void run_iterations(prog_t *p, int me)
             if (p->pauses && g_pause_fn && dt_mix(p->seed ^ 0x9a05eULL, (uint64_t)it * 4099 + (uint64_t)idx) % 16 == 0)
                 p->pauses += g_pause_fn(p->pauses % 2) >= 0; /* odd: running, so pause; even: paused */
             if (p->reloads && idx == p->reload_idx && it % p->reloads == p->reloads - 1) {
-                uint64_t h = reload_draw(p, it, idx) >> 8;
+                uint64_t h = dt_mix(p->seed ^ 0x7e10adULL, (uint64_t)it) >> 8; /* what, the order, a swap */
                 reload_kernels(p, p->own ? 1 : (int)(h % 3), (int)((h >> 4) % K_N), (h >> 12) % 2 == 0);
             }
             if (!(p->sab_mode == SAB_REORDER && it == p->sab_iter && late_idx >= 0 && idx == late_idx + 1))

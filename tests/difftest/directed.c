@@ -534,6 +534,17 @@ static void reload_round_on(CUstream s, CUdeviceptr y, CUdeviceptr x, float *p, 
 }
 static void reload_round(CUfunction g, int r) { reload_round_on(s1, Y, X, P2, g, r); }
 
+/* Module *m unloaded and loaded again, *g now its kernel `name`: whether *g kept its handle (the point of
+ * the reload tests: the same handle, another kernel). */
+static int module_reload_as(CUmodule *m, CUfunction *g, const char *name)
+{
+    CUfunction old = *g;
+    CK(cuModuleUnload(*m));
+    CK(cuModuleLoadData(m, image));
+    CK(cuModuleGetFunction(g, *m, name));
+    return *g == old;
+}
+
 /* A module unloaded and another loaded in its place, whose kernel may get the unloaded kernel's handle
  * (the fake, as a driver may, reuses the memory): launched with the same dimensions where the old one
  * was, with other parameters (two pointers, not a pointer and a float). A layout or a graph kept from
@@ -555,13 +566,8 @@ static void t_module_reload(int paused)
             fprintf(stderr, "directed: module_reload_paused: autograph_pause did not answer as expected\n");
             exit(1);
         }
-        if (r == ROUNDS / 2) {
-            CUfunction old = g;
-            CK(cuModuleUnload(m2));
-            CK(cuModuleLoadData(&m2, image));
-            CK(cuModuleGetFunction(&g, m2, "dt_addto"));
-            reloaded = g == old; /* the point of the test: the same handle, another kernel */
-        }
+        if (r == ROUNDS / 2)
+            reloaded = module_reload_as(&m2, &g, "dt_addto");
         pattern(s1, r);
         reload_round(g, r);
     }
@@ -585,13 +591,8 @@ static void t_module_swap(void)
     CK(cuModuleGetFunction(&g, m2, "dt_step"));
     int reloaded = 0;
     for (int r = 0; r < ROUNDS; r++) {
-        if (r == ROUNDS / 2) {
-            CUfunction old = g;
-            CK(cuModuleUnload(m2));
-            CK(cuModuleLoadData(&m2, image));
-            CK(cuModuleGetFunction(&g, m2, "dt_decay"));
-            reloaded = g == old;
-        }
+        if (r == ROUNDS / 2)
+            reloaded = module_reload_as(&m2, &g, "dt_decay");
         CK(cuLaunchKernel(g, 4, 1, 1, 256, 1, 1, 0, s1, args, NULL));
         CK(store(s1, P2, Y));
         CK(cuStreamSynchronize(s1));
@@ -765,13 +766,12 @@ static void *other_context_thread(void *arg)
     return cuStreamSynchronize(s) == CUDA_SUCCESS ? NULL : (void *)1;
 }
 
-/* ctx_b made (current on return), with non-blocking stream *sb, W zeroed and WB filled; after the first
- * context's engine met work (ctx_a's, the calling thread's). */
-static void ctx_b_open(CUcontext ctx_a, CUstream *sb)
+/* From the first context: ctx_b made (current on return), with non-blocking stream *sb, W zeroed and WB
+ * filled; after the first context's engine met work. */
+static void ctx_b_open(CUstream *sb)
 {
     CUdevice dev;
     float wb[N];
-    CK(cuCtxSetCurrent(ctx_a));
     CK(cuCtxGetDevice(&dev));
     pattern(s1, -1); /* the engine's context is the first one it meets */
     CK(cuStreamSynchronize(s1));
@@ -801,7 +801,7 @@ static void t_other_context(void)
     CUevent ev;
     CUstream sb, sb2;
     CK(cuCtxGetCurrent(&ctx_a));
-    ctx_b_open(ctx_a, &sb);
+    ctx_b_open(&sb);
     CK(cuStreamCreate(&sb2, CU_STREAM_NON_BLOCKING));
     CK(cuCtxSetCurrent(ctx_a));
     CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
@@ -847,7 +847,7 @@ static void t_unload_libfn_ctx(void)
     CUfunction g;
     float *pb;
     CK(cuCtxGetCurrent(&ctx_a));
-    ctx_b_open(ctx_a, &sb);
+    ctx_b_open(&sb);
     CK(cuMemAllocHost((void **)&pb, OBS * 4));
     CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
     CK(cuLibraryGetKernel(&k, lib, "dt_step"));

@@ -27,10 +27,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
 want() { [[ " ${RUN_PARTS:-all} " == *" all "* || " ${RUN_PARTS:-all} " == *" $1 "* ]]; }
+py_heavy='bats[.]python[.](gcn|cnn|cnnbf16|reduceoverhead|compile)$' # PY_HALF=1; 2: every other one
 case ${PY_HALF:-} in
 '') ;;
-1) CTEST_REGEX='bats[.]python[.](gcn|cnn|cnnbf16|reduceoverhead|compile)$' ;;
-2) CTEST_REGEX='bats[.]python[.](eager|mlp200|async|pinned|events|ab|amp|gpt2|owngraph|graphed|cupy|profiler)$' ;;
+1) CTEST_REGEX=$py_heavy ;;
+2) CTEST_REGEX='bats[.]python[.]' CTEST_EXCLUDE=$py_heavy ;;
 *) echo "run.sh: PY_HALF must be 1 or 2, not '$PY_HALF'" >&2; exit 2 ;;
 esac
 own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=- lbc_line=- match_line=-
