@@ -253,6 +253,8 @@ struct engine {
 
     /* statistics (under the lock; deferred, match_ns and match_timed are with the hot fields) */
     uint64_t replayed, graph_launches, copies_out, d2h_pinned_held;
+    /* pageable host-to-device sources snapshotted into the staging buffers, and their bytes */
+    uint64_t staged_h2d, staged_h2d_bytes;
     /* syncs and queries of threads that issue no work (ag_engine_observe): passed untouched, and those
      * that had to issue held work first */
     uint64_t observer_passed, observer_flushes;
@@ -267,6 +269,7 @@ struct engine {
      * operations, waiting for a graph that ends with a blocking copy */
     uint64_t build_ns, patch_ns, launch_ns, reissue_ns;
     atomic_ullong copy_wait_ns; /* measured outside the lock */
+    atomic_ullong staged_d2h_bytes; /* copied out of a staging buffer after a blocking copy's wait (outside it) */
     ag_sampler_t eager_launches; /* the driver's time of sampled eager launches (outside the lock) */
     /* the last timed held-back launches (host_ns_per_match's samples, the match_timed-th at
      * match_timed % AG_SAMPLER_RING; under the lock), for their median: a mean that one preempted launch
@@ -2081,8 +2084,11 @@ AG_HOT static int op_arrive(ag_op_t *o, const void *const *kparams, void **extra
                 settle();
                 const void *st = ag_stage_copy(o->hsrc, o->n, &o->stage);
                 ok = st != NULL;
-                if (ok)
+                if (ok) {
                     o->hsrc = st;
+                    E.staged_h2d++;
+                    E.staged_h2d_bytes += o->n;
+                }
             }
             if (ok && o->kind == OP_KERNEL) {
                 uint32_t total = o->layout->total;
@@ -2951,8 +2957,10 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
          * are in the destination, and so do we. */
         uint64_t t0 = ag_now_ns();
         r = REAL(cuStreamSynchronize)(o.stream);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
             memcpy(c->dst, stage, c->n);
+            atomic_fetch_add_explicit(&E.staged_d2h_bytes, c->n, memory_order_relaxed);
+        }
         atomic_fetch_add_explicit(&E.copy_wait_ns, ag_now_ns() - t0, memory_order_relaxed);
     }
     ag_wait_done();
@@ -3661,6 +3669,7 @@ AG_EXPORT int autograph_pause(int pause)
 typedef struct {
     uint64_t deferred, replayed, graph_launches, match_ns, match_timed, match_lock_ns, eager_kernels;
     uint64_t replay_host_ns, rests, rested_segments, rest_ended_by_ops, copies_out, d2h_pinned_held;
+    uint64_t staged_h2d, staged_h2d_bytes, staged_d2h_bytes;
     uint64_t timed_records, event_destroys_passed, event_destroys_in_segment, event_destroys_after_issue;
     uint64_t chunks_without_nodes, reissue_failures, engines_disabled;
     uint64_t segments_timed, segments_gpu_bound, segments_planned;
@@ -3693,6 +3702,8 @@ static void add_totals(void *arg)
     t->eager_kernels += E.eager_kernels, t->replay_host_ns += E.replay_host_ns;
     t->rests += E.rest.rests, t->rested_segments += E.rested_segments, t->rest_ended_by_ops += E.rest_ended_by_ops;
     t->copies_out += E.copies_out, t->d2h_pinned_held += E.d2h_pinned_held;
+    t->staged_h2d += E.staged_h2d, t->staged_h2d_bytes += E.staged_h2d_bytes;
+    t->staged_d2h_bytes += atomic_load(&E.staged_d2h_bytes);
     t->timed_records += E.timed_records, t->event_destroys_passed += E.event_destroys_passed;
     t->event_destroys_in_segment += E.event_destroys_in_segment;
     t->event_destroys_after_issue += E.event_destroys_after_issue;
@@ -3862,6 +3873,13 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     json_object(f, "nodes_patched_by_kind", kind_names, by_kind, 3, 0);
     json_object(f, "host_ms_patch_driver_by_kind", kind_names, drv_ms, 3, 3);
     json_object(f, "fallbacks", fb_names, fb, FB_COUNT, 0);
+    /* through the shim's page-locked staging buffers: pageable sources snapshotted at the call, and the
+     * bytes of blocking copies to pageable memory copied out after the wait */
+    static const char *const dir_names[2] = {"h2d", "d2h"};
+    const double staged_n[2] = {(double)t.staged_h2d, (double)t.copies_out};
+    const double staged_b[2] = {(double)t.staged_h2d_bytes, (double)t.staged_d2h_bytes};
+    json_object(f, "copies_staged", dir_names, staged_n, 2, 0);
+    json_object(f, "bytes_staged", dir_names, staged_b, 2, 0);
     static const char *const probe_names[5] = {"probes", "left_eager", "graphs_kept", "sightings_eager",
                                                "launches_probed"};
     const double probe[5] = {(double)t.pf_probes, (double)t.pf_left_eager, (double)t.pf_kept, (double)t.pf_held,

@@ -54,6 +54,46 @@ need() {
     [ "$(stat "$BATS_TEST_TMPDIR/mlppin/stats.json" replay.pinned_d2h_copies_held)" -ge 150 ]
 }
 
+@test "loader: PyTorch MLP fed by a DataLoader (two workers, pin_memory, non_blocking copies), 200 steps: bit-identical losses, the copies held back" {
+    need torch
+    # each batch a new page-locked tensor from PyTorch's host allocator, copied with non_blocking=True: the
+    # copies are held back with the step (their source patched into the graph every step), and the events
+    # the allocator records after them are queried from the pin-memory thread before a block is reused
+    local d=$BATS_TEST_TMPDIR/loader
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200 --loader pinned
+    same_output "$d"
+    summary "$d" torch_loader
+    echo "# copies patched: $(stat "$d/stats.json" replay.nodes_patched_by_kind.copy), observers: $(stat "$d/stats.json" replay.observer_syncs_passed) passed, $(stat "$d/stats.json" replay.observer_syncs_flushed) flushed" >&3
+    replayed_at_least "$d" 85
+    [ "$(stat "$d/stats.json" replay.nodes_patched_by_kind.copy)" -ge 150 ]
+}
+
+@test "loaderpageable: PyTorch MLP fed by a DataLoader without pinned memory (non_blocking copies from pageable memory), 200 steps: bit-identical losses, the sources staged" {
+    need torch
+    # a non_blocking copy from pageable memory returns once CUDA has the bytes: the shim snapshots the
+    # 512 KB batch and its targets into its staging buffers and holds the copies back with the step
+    local d=$BATS_TEST_TMPDIR/loaderpg
+    run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200 --loader pageable
+    same_output "$d"
+    summary "$d" torch_loader_pageable
+    echo "# staged: $(stat "$d/stats.json" replay.copies_staged) copies, $(stat "$d/stats.json" replay.bytes_staged) bytes" >&3
+    replayed_at_least "$d" 85
+    [ "$(stat "$d/stats.json" replay.copies_staged.h2d)" -ge 300 ]
+    [ "$(stat "$d/stats.json" replay.bytes_staged.h2d)" -ge $((300 * 256 * 16 * 4)) ]
+}
+
+@test "vmm: PyTorch MLP on expandable segments (the allocator maps physical memory into reserved ranges), 200 steps: bit-identical losses, most launches replayed" {
+    need torch
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: cuMemAddressReserve, cuMemCreate, cuMemMap and
+    # cuMemSetAccess instead of cuMemAlloc; an unmap is a barrier like a free
+    local d=$BATS_TEST_TMPDIR/vmm
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200
+    same_output "$d"
+    summary "$d" torch_vmm
+    [ "$(stat "$d/stats.json" calls.cuMemMap)" != null ] && [ "$(stat "$d/stats.json" calls.cuMemMap)" -ge 1 ]
+    replayed_at_least "$d" 90
+}
+
 @test "events: PyTorch MLP timed with CUDA events, 200 steps: bit-identical losses, the timing events recorded in place" {
     need torch
     # torch.cuda.Event(enable_timing=True) around each step, elapsed_time after loss.item(): once the

@@ -214,6 +214,11 @@ static CUresult fc_mem_info(size_t *fr, size_t *total)
 CUresult cuMemGetInfo_v2(size_t *fr, size_t *total) { FC_API(1, fc_mem_info(fr, total)); }
 CUresult cuMemUnmap(CUdeviceptr p, size_t n) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
 CUresult cuMemRelease(CUmemGenericAllocationHandle h) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t al, CUdeviceptr a, unsigned long long f) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
+CUresult cuMemAddressFree(CUdeviceptr p, size_t n) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *pr, unsigned long long f) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
+CUresult cuMemMap(CUdeviceptr p, size_t n, size_t o, CUmemGenericAllocationHandle h, unsigned long long f) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
+CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t c) { FC_API(1, CUDA_ERROR_NOT_SUPPORTED); }
 
 static CUresult fc_ptr_attr(void *data, CUpointer_attribute attr, CUdeviceptr dp)
 {

@@ -38,6 +38,9 @@ static const fc_proc fc_procs[] = {
     {"cuMemAllocFromPoolAsync", 11020, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"},
     {"cuPointerGetAttribute", 4000, "cuPointerGetAttribute", 0}, {"cuPointerGetAttributes", 7000, "cuPointerGetAttributes", 0},
     {"cuMemUnmap", 10020, "cuMemUnmap", 0}, {"cuMemRelease", 10020, "cuMemRelease", 0},
+    {"cuMemAddressReserve", 10020, "cuMemAddressReserve", 0}, {"cuMemAddressFree", 10020, "cuMemAddressFree", 0},
+    {"cuMemCreate", 10020, "cuMemCreate", 0}, {"cuMemMap", 10020, "cuMemMap", 0},
+    {"cuMemSetAccess", 10020, "cuMemSetAccess", 0},
     {"cuMemcpy", 4000, "cuMemcpy", "cuMemcpy_ptds"}, {"cuMemcpyAsync", 4000, "cuMemcpyAsync", "cuMemcpyAsync_ptsz"},
 #define V2(api, pt) {api, 2000, 0, 0}, {api, 3020, api "_v2", api "_v2" pt}
     V2("cuMemcpyHtoD", "_ptds"), V2("cuMemcpyDtoH", "_ptds"), V2("cuMemcpyDtoD", "_ptds"),

@@ -49,6 +49,27 @@ def make_model():
     return torch.nn.Sequential(*layers)
 
 
+def host_batches(xs, ys, dev, args):
+    """--loader: batch(i) gives the next batch of a DataLoader over the pool's samples on the host."""
+    from torch.utils.data import DataLoader, TensorDataset
+    data = TensorDataset(xs.reshape(-1, WIDTH).cpu(), ys.reshape(-1, OUT).cpu())
+    loader = DataLoader(data, batch_size=BATCH, shuffle=True, drop_last=True, num_workers=2,
+                        persistent_workers=True, pin_memory=args.loader == "pinned",
+                        generator=torch.Generator().manual_seed(args.seed))
+    nb = args.loader != "sync"
+
+    def endless():
+        while True:
+            yield from loader
+
+    it = endless()
+
+    def batch(_i):
+        x, y = next(it)
+        return x.to(dev, non_blocking=nb), y.to(dev, non_blocking=nb)
+    return batch
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
@@ -70,6 +91,8 @@ def main():
     ap.add_argument("--touch", default=None, metavar="DEV", help="a tensor on DEV before anything else")
     ap.add_argument("--split", action="store_true", help="half the layers on cuda:0, half on cuda:1")
     ap.add_argument("--data-parallel", action="store_true", help="torch.nn.DataParallel over cuda:0 and cuda:1")
+    ap.add_argument("--loader", choices=["pinned", "pageable", "sync"], default=None,
+                    help="batches from host memory through a DataLoader (see above)")
     add_ab_option(ap)
     args = ap.parse_args()
     if args.steps < 1:
@@ -83,6 +106,8 @@ def main():
         sys.exit("--split takes neither --compile, --graph, --graphed-model nor --device")
     if args.data_parallel and (args.split or own or args.device != "cuda"):
         sys.exit("--data-parallel takes neither --split, --compile, --graph, --graphed-model nor --device")
+    if args.loader and (own or args.split or args.data_parallel):
+        sys.exit("--loader takes neither --compile, --graph, --graphed-model, --split nor --data-parallel")
     if (args.split or args.data_parallel) and torch.cuda.device_count() < 2:
         sys.exit("--split and --data-parallel need two GPUs")
     if args.touch:
@@ -106,6 +131,9 @@ def main():
     ys = torch.sin(xs @ proj).to(devs[-1])
     losses = []
     event_ms = []  # --event-timing
+    batch = lambda i: (xs[i % POOL], ys[i % POOL])  # noqa: E731
+    if args.loader:
+        batch = host_batches(xs, ys, dev, args)
 
     if args.graph:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True, capturable=True)
@@ -156,7 +184,8 @@ def main():
             if events:
                 events[0].record()
             opt.zero_grad(set_to_none=True)
-            loss = F.mse_loss(step_model(xs[i % POOL]), ys[i % POOL])
+            x, y = batch(i)
+            loss = F.mse_loss(step_model(x), y)
             loss.backward()
             opt.step()
             if events:
