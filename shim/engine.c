@@ -258,6 +258,13 @@ struct engine {
     /* syncs and queries of threads that issue no work (ag_engine_observe): passed untouched, and those
      * that had to issue held work first */
     uint64_t observer_passed, observer_flushes;
+    /* of those threads' event queries, answered "not ready" while the record they ask about is held
+     * (observer_not_ready), and the record answered so last: the event, the drain it is held until, and
+     * how often it was asked about */
+    uint64_t observer_not_ready;
+    CUevent nr_ev;
+    uint64_t nr_drains;
+    uint32_t nr_asked;
     /* event queries and syncs of threads that issue work, of events recorded before the last barrier */
     uint64_t old_event_passed;
     uint64_t fallbacks[FB_COUNT];
@@ -3298,7 +3305,28 @@ static void stream_barrier(struct engine *home, CUstream s, uint64_t kind)
     use(prev);
 }
 
-static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
+/* How often a thread that issues no work is answered "not ready" about one held record before the held
+ * work is issued for its next query instead: a thread that polls in a loop gets its answer after a few
+ * microseconds, as it would from a busy GPU, not after the stall watcher's period. */
+#define OBSERVER_NOT_READY_MAX 4
+
+/* An observer's query of event ev whose latest record is held back in this engine: 1 where it is answered
+ * "not ready" (what CUDA could answer of a record it had just been given: the work before it has not run),
+ * 0 where the held work is to be issued first. PyTorch's page-locked host allocator queries, at each
+ * allocation (from a DataLoader's pin-memory thread), the event recorded when an earlier batch's block was
+ * freed; a flush there cut the training step's chunk at a random point. */
+static int answer_not_ready(CUevent ev)
+{
+    if (E.nr_ev != ev || E.nr_drains != E.drains)
+        E.nr_ev = ev, E.nr_drains = E.drains, E.nr_asked = 0;
+    if (E.nr_asked + 1 > OBSERVER_NOT_READY_MAX)
+        return 0;
+    E.nr_asked++;
+    E.observer_not_ready++;
+    return 1;
+}
+
+static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
 {
     if ((id == AG_ID_cuEventElapsedTime || id == AG_ID_cuEventElapsedTime_v2) && a && b) {
         /* timed events: their records are issued where they are made from now on (a record held in
@@ -3320,7 +3348,7 @@ static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
                 stream_barrier(home, NULL, kind); /* the current context's work only */
             else
                 barrier_engines(home, kind, FB_BARRIER);
-            return;
+            return CUDA_SUCCESS;
         }
         int ended = 0;
         for (int i = 0, n = engine_count(); i < n; i++) {
@@ -3337,9 +3365,10 @@ static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
             lock_give(&E.lock);
         }
         use(prev);
-        return;
+        return CUDA_SUCCESS;
     }
     /* A thread that issues no work: a barrier only in the engines whose held work it may observe. */
+    CUresult answer = CUDA_SUCCESS;
     for (int i = 0, n = engine_count(); i < n; i++) {
         if (visit(i)) {
             int held = 0;
@@ -3348,7 +3377,9 @@ static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
                 for (int k = 0; k < E.nrecs && !held; k++)
                     held = E.recs[k].ev == a || E.recs[k].ev == b;
             }
-            if (held) {
+            if (held && id == AG_ID_cuEventQuery && answer_not_ready(a)) {
+                answer = CUDA_ERROR_NOT_READY;
+            } else if (held) {
                 E.observer_flushes++;
                 barrier_in_ctx(kind, FB_BARRIER);
             } else if (&engines[i] == home || (!home && i == 0)) {
@@ -3358,14 +3389,17 @@ static void observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
         unvisit();
     }
     use(prev);
+    return answer;
 }
 
-/* A sync or query hook's: its call goes to the driver next, timed where the engine asks (arm_wait). */
-void ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
+/* A sync or query hook's: its call goes to the driver next, timed where the engine asks (arm_wait), unless
+ * the engine answers it (not CUDA_SUCCESS: the hook returns that). */
+CUresult ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
 {
     tl_may_wait = 1;
-    observe(id, a, b, s);
+    CUresult r = observe(id, a, b, s);
     tl_may_wait = 0;
+    return r;
 }
 
 /* cuEventDestroy. A held record or wait of the event must reach the driver before the destroy does. It
@@ -3675,7 +3709,7 @@ typedef struct {
     uint64_t segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
-    uint64_t observer_passed, observer_flushes, old_event_passed;
+    uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
@@ -3718,6 +3752,7 @@ static void add_totals(void *arg)
     t->starts_unmatched += E.starts_unmatched;
     t->renamed += E.learner.renamed, t->renames_wrong += E.learner.renames_wrong;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
+    t->observer_not_ready += E.observer_not_ready;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
     t->build_ns += E.build_ns, t->patch_ns += E.patch_ns, t->launch_ns += E.launch_ns;
     t->reissue_ns += E.reissue_ns, t->copy_wait_ns += atomic_load(&E.copy_wait_ns);
@@ -3827,6 +3862,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"chunk_starts_unmatched\": %llu,\n"
                "    \"segments_renamed\": {\"renamed\": %llu, \"wrong\": %llu},\n"
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
+               "    \"observer_queries_not_ready\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
                "    \"async_allocations_tracked\": %zu,\n    \"stall_flushes\": %llu,\n"
@@ -3854,6 +3890,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.starts_unmatched, (unsigned long long)t.renamed,
             (unsigned long long)t.renames_wrong,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
+            (unsigned long long)t.observer_not_ready,
             (unsigned long long)t.old_event_passed,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,
             (unsigned long long)t.stalls,

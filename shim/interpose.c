@@ -35,10 +35,11 @@
             return real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                         \
         ag_count(AG_ID_##name);                                                                       \
         ag_hook_depth++;                                                                              \
+        CUresult answer_ = CUDA_SUCCESS; /* the engine's own answer (an observing query) */          \
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             engine_call;                                                                              \
         before;                                                                                       \
-        CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
+        CUresult r_ = answer_ != CUDA_SUCCESS ? answer_ : real_ ? real_ args : CUDA_ERROR_NOT_FOUND;  \
         after;                                                                                        \
         ag_wait_done();                                                                               \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE &&                   \
@@ -54,10 +55,10 @@
     AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), ag_cupti_graph_enter(),   \
                        ag_cupti_graph_leave())
 /* A sync or query: a barrier, but one that a thread which never issued work may pass through where it
- * cannot observe held work (ag_engine_observe). AG_OBS_<name>: the events it observes (NULL, NULL for a
+ * cannot observe held work, or that the engine answers itself (ag_engine_observe). AG_OBS_<name>: the events it observes (NULL, NULL for a
  * stream or the context), and the stream it syncs or queries (NULL for the others). */
 #define AG_OBSERVING(name, params, args)                                                              \
-    AG_BARRIER_(name, params, args, ag_engine_observe(AG_ID_##name, AG_OBS_##name))
+    AG_BARRIER_(name, params, args, answer_ = ag_engine_observe(AG_ID_##name, AG_OBS_##name))
 #define AG_OBS_cuCtxSynchronize NULL, NULL, NULL
 #define AG_OBS_cuCtxSynchronize_v2 NULL, NULL, NULL
 #define AG_OBS_cuStreamSynchronize NULL, NULL, hStream

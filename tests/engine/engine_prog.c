@@ -164,17 +164,25 @@ static void *waiter_main(void *arg)
  * mark written: a poll answered from an earlier record while the new one is held back would find an
  * older mark (a violation). "observer" polls the previous iteration's event (recorded before the work
  * held now: the poll need not issue anything), "observer_held" the current one (held back while its
- * chunk is: the poll must issue it first). After each record the main thread waits until the observer
- * has polled once, so that every iteration has a poll while work is held back, whatever the scheduler
- * does; the observer's other polls land anywhere in the iteration. */
+ * chunk is: a few polls are answered "not ready", then one issues it). After each record the main thread
+ * waits until the observer has polled once ("observer"), or OBS_POLLS times, more than the shim answers
+ * "not ready" without issuing the held work, so that every iteration has polls while work is held back,
+ * whatever the scheduler does; the observer's other polls land anywhere in the iteration. A poller that
+ * the program waits for would otherwise wait for the stall watcher. "observer_once" queries the current
+ * record once an iteration and then waits for the next, as PyTorch's page-locked host allocator queries,
+ * at each allocation of the DataLoader's pin-memory thread, the event it recorded when an earlier batch's
+ * block was freed (the shim answers "not ready" while the record is held, instead of issuing it there). */
 typedef struct {
     CUcontext ctx;
     CUevent marks[3]; /* iteration it records marks[it % 3] */
     const int *mark;
     int held;  /* poll the current iteration's event */
     int noctx; /* with no context current (the fake's query then fails: the shim issues held work first) */
+    int once;  /* one query of each iteration's record (held), none in between */
     int ready, done, published, polled, violations;
+    int polls; /* of the record polled last (polled), at most OBS_POLLS */
 } observer_t;
+#define OBS_POLLS 8
 
 static void *observer_main(void *arg)
 {
@@ -188,12 +196,14 @@ static void *observer_main(void *arg)
     while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) {
         int p = __atomic_load_n(&o->published, __ATOMIC_ACQUIRE);
         int want = o->held ? p : p - 1; /* the iteration + 1 whose mark the polled record follows */
-        if (want < 1)
+        if (want < 1 || (o->once && __atomic_load_n(&o->polled, __ATOMIC_ACQUIRE) == want))
             continue;
         CUresult r = cuEventQuery(o->marks[(want - 1) % 3]);
         /* the event may have been recorded again since (for iteration want + 3): then it is later still */
         if (r == CUDA_SUCCESS && __atomic_load_n(o->mark, __ATOMIC_ACQUIRE) < want)
             __atomic_add_fetch(&o->violations, 1, __ATOMIC_RELAXED);
+        int n = __atomic_load_n(&o->polled, __ATOMIC_RELAXED) == want ? o->polls : 0;
+        __atomic_store_n(&o->polls, n < OBS_POLLS ? n + 1 : n, __ATOMIC_RELEASE);
         __atomic_store_n(&o->polled, want, __ATOMIC_RELEASE);
     }
     return NULL;
@@ -421,7 +431,7 @@ int main(int argc, char **argv)
 
     int flip = strcmp(which, "flip") == 0;
     int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0 ||
-                  strcmp(which, "observer_noctx") == 0;
+                  strcmp(which, "observer_noctx") == 0 || strcmp(which, "observer_once") == 0;
     /* oldquery: the main thread queries the event it has just recorded once (a barrier: it ends the
      * segment at the same point every time), and later polls, a varying number of times, the one
      * recorded in the iteration before (before the last barrier: it observes nothing held, no
@@ -462,7 +472,8 @@ int main(int argc, char **argv)
         obs.ctx = ctx;
         obs.mark = (const int *)(uintptr_t)mark;
         obs.noctx = strcmp(which, "observer_noctx") == 0;
-        obs.held = strcmp(which, "observer_held") == 0 || obs.noctx;
+        obs.once = strcmp(which, "observer_once") == 0;
+        obs.held = strcmp(which, "observer_held") == 0 || obs.noctx || obs.once;
         if (pthread_create(&obs_thread, NULL, observer_main, &obs) != 0) {
             fprintf(stderr, "engine_prog: no observer thread\n");
             return 1;
@@ -652,9 +663,12 @@ int main(int argc, char **argv)
                 CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
                 CK(cuEventRecord(obs.marks[it % 3], stream));
                 __atomic_store_n(&obs.published, it + 1, __ATOMIC_RELEASE);
-                /* until the observer polled this record (observer_held) or the previous one (observer),
-                 * while this chunk's work is held back; it polls freely too */
-                while (__atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < (obs.held ? it + 1 : it))
+                /* until the observer polled this record (observer_held: OBS_POLLS times; observer_once:
+                 * once) or the previous one (observer), while this chunk's work is held back; it polls
+                 * freely too */
+                int polls = obs.held && !obs.once ? OBS_POLLS : 1;
+                while (__atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < (obs.held ? it + 1 : it) ||
+                       (obs.held && __atomic_load_n(&obs.polls, __ATOMIC_ACQUIRE) < polls))
                     ;
             }
             for (int j = 0; streamswitch && k == 20 && j < 15; j++) { /* a slice each, after the first */
