@@ -179,6 +179,7 @@ struct engine {
      * another event on a thread that issues work observes nothing held (ag_engine_observe); more than
      * SEG_RECORDS of them, and every query and sync is a barrier again until the next one */
     CUevent seg_recs[SEG_RECORDS];
+    uint64_t seg_rec_ops[SEG_RECORDS]; /* E.ops at each one's latest record */
     int nseg_recs;
     /* events waited for since the last real barrier, the same way: a held wait refers to its event */
     CUevent seg_waits[SEG_RECORDS];
@@ -262,6 +263,9 @@ struct engine {
      * (observer_not_ready), and the record answered so last: the event, the drain it is held until, and
      * how often it was asked about */
     uint64_t observer_not_ready;
+    /* queries of threads that issue work, of events recorded since the last barrier DISTANT_OPS operations
+     * ago or more: passed to the driver (the record was issued), and answered "not ready" (still held) */
+    uint64_t distant_passed, distant_not_ready;
     CUevent nr_ev;
     uint64_t nr_drains;
     uint32_t nr_asked;
@@ -1967,10 +1971,28 @@ static int seg_recorded(CUevent ev)
     return seg_has(E.seg_recs, E.nseg_recs, ev);
 }
 
-/* Event ev was recorded in this segment. */
+/* Event ev was recorded in this segment, now (operation E.ops). */
 static void seg_record(CUevent ev)
 {
+    int n = E.nseg_recs;
+    for (int i = 0; n <= SEG_RECORDS && i < n; i++)
+        if (E.seg_recs[i] == ev) {
+            E.seg_rec_ops[i] = E.ops;
+            return;
+        }
+    if (n < SEG_RECORDS)
+        E.seg_rec_ops[n] = E.ops;
     seg_add(E.seg_recs, &E.nseg_recs, ev);
+}
+
+/* Operations since ev's latest record in this segment; 0 where that is not known (not recorded in it, or
+ * more events were than the list holds). */
+static uint64_t seg_record_age(CUevent ev)
+{
+    for (int i = 0; E.nseg_recs <= SEG_RECORDS && i < E.nseg_recs; i++)
+        if (E.seg_recs[i] == ev)
+            return E.ops - E.seg_rec_ops[i];
+    return 0;
 }
 
 /* Notes stream s among the segment's streams; 1 where it is not among them and there is no room left. */
@@ -3322,9 +3344,28 @@ static int answer_not_ready(CUevent ev)
     if (E.nr_asked + 1 > OBSERVER_NOT_READY_MAX)
         return 0;
     E.nr_asked++;
-    E.observer_not_ready++;
     return 1;
 }
+
+/* ev's latest record is held back (a record of the pending list) */
+static int record_held(CUevent ev)
+{
+    for (int k = 0; E.npending && k < E.nrecs; k++)
+        if (E.recs[k].ev == ev)
+            return 1;
+    return 0;
+}
+
+/* A query, from a thread that issues work, of an event recorded since the last barrier at least this many
+ * operations before (in the engine's order) is no barrier: the record was issued since, and the driver
+ * answers, or it is still held, and it is answered "not ready" as an observer's is. PyTorch's page-locked
+ * host allocator, at an allocation of the program's own thread (loss.item() copies the loss through such
+ * memory), queries the events recorded when the step's batches, copied from page-locked memory at the
+ * step's start, were freed, as far as the DataLoader's pin-memory thread has not: a barrier there came
+ * at a point that varies with the threads' timing, in the middle of the step's last chunk. A query right
+ * after its record (a program polling the event it has just recorded, as its own sync point) stays a
+ * barrier. */
+#define DISTANT_OPS 32
 
 static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
 {
@@ -3350,22 +3391,32 @@ static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
                 barrier_engines(home, kind, FB_BARRIER);
             return CUDA_SUCCESS;
         }
-        int ended = 0;
+        int ended = 0, distant = 0;
+        CUresult answer = CUDA_SUCCESS;
         for (int i = 0, n = engine_count(); i < n; i++) {
             if (visit(i) && ((a && seg_recorded(a)) || (b && seg_recorded(b)))) {
-                barrier_in_ctx(kind, FB_BARRIER);
-                ended++;
+                int held = id == AG_ID_cuEventQuery && record_held(a);
+                if (id == AG_ID_cuEventQuery && seg_record_age(a) >= DISTANT_OPS && (!held || answer_not_ready(a))) {
+                    distant++;
+                    if (held)
+                        answer = CUDA_ERROR_NOT_READY, E.distant_not_ready++;
+                    else
+                        E.distant_passed++;
+                } else {
+                    barrier_in_ctx(kind, FB_BARRIER);
+                    ended++;
+                }
             }
             unvisit();
         }
-        if (!ended && home) {
+        if (!ended && !distant && home) {
             use(home);
             lock_take(&E.lock);
             E.old_event_passed++;
             lock_give(&E.lock);
         }
         use(prev);
-        return CUDA_SUCCESS;
+        return answer;
     }
     /* A thread that issues no work: a barrier only in the engines whose held work it may observe. */
     CUresult answer = CUDA_SUCCESS;
@@ -3379,6 +3430,7 @@ static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
             }
             if (held && id == AG_ID_cuEventQuery && answer_not_ready(a)) {
                 answer = CUDA_ERROR_NOT_READY;
+                E.observer_not_ready++;
             } else if (held) {
                 E.observer_flushes++;
                 barrier_in_ctx(kind, FB_BARRIER);
@@ -3427,12 +3479,15 @@ static int seg_names(CUevent ev)
     return seg_recorded(ev) || seg_has(E.seg_waits, E.nseg_waits, ev);
 }
 
-/* ev out of a segment list (one that overflowed keeps counting every event as in it) */
-static void seg_forget(CUevent *list, int *n, CUevent ev)
+/* ev out of a segment list (one that overflowed keeps counting every event as in it), and out of ops
+ * (the records' operations, NULL for the waits' list) */
+static void seg_forget(CUevent *list, uint64_t *ops, int *n, CUevent ev)
 {
     for (int i = 0; *n <= SEG_RECORDS && i < *n; i++)
         if (list[i] == ev) {
             list[i] = list[--*n];
+            if (ops)
+                ops[i] = ops[*n];
             return;
         }
 }
@@ -3448,8 +3503,8 @@ static int destroy_named(CUevent ev, uint64_t kind)
     }
     E.seg_dead++;
     E.event_destroys_in_segment++;
-    seg_forget(E.seg_recs, &E.nseg_recs, ev);
-    seg_forget(E.seg_waits, &E.nseg_waits, ev);
+    seg_forget(E.seg_recs, E.seg_rec_ops, &E.nseg_recs, ev);
+    seg_forget(E.seg_waits, NULL, &E.nseg_waits, ev);
     for (int k = 0; k < E.nrecs; k++)
         if (E.recs[k].ev == ev)
             E.recs[k].ev = NULL; /* a later wait for the handle is not a wait for this record */
@@ -3709,7 +3764,7 @@ typedef struct {
     uint64_t segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
-    uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed;
+    uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed, distant_passed, distant_not_ready;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
@@ -3753,6 +3808,7 @@ static void add_totals(void *arg)
     t->renamed += E.learner.renamed, t->renames_wrong += E.learner.renames_wrong;
     t->observer_flushes += E.observer_flushes, t->old_event_passed += E.old_event_passed;
     t->observer_not_ready += E.observer_not_ready;
+    t->distant_passed += E.distant_passed, t->distant_not_ready += E.distant_not_ready;
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
     t->build_ns += E.build_ns, t->patch_ns += E.patch_ns, t->launch_ns += E.launch_ns;
     t->reissue_ns += E.reissue_ns, t->copy_wait_ns += atomic_load(&E.copy_wait_ns);
@@ -3864,6 +3920,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"observer_syncs_passed\": %llu,\n    \"observer_syncs_flushed\": %llu,\n"
                "    \"observer_queries_not_ready\": %llu,\n"
                "    \"old_event_syncs_passed\": %llu,\n"
+               "    \"distant_event_queries\": {\"passed\": %llu, \"not_ready\": %llu},\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
                "    \"async_allocations_tracked\": %zu,\n    \"stall_flushes\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
@@ -3891,7 +3948,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.renames_wrong,
             (unsigned long long)t.observer_passed, (unsigned long long)t.observer_flushes,
             (unsigned long long)t.observer_not_ready,
-            (unsigned long long)t.old_event_passed,
+            (unsigned long long)t.old_event_passed, (unsigned long long)t.distant_passed,
+            (unsigned long long)t.distant_not_ready,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,
             (unsigned long long)t.stalls,
             (double)t.build_ns / 1e6, (double)t.patch_ns / 1e6,

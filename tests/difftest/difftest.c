@@ -191,6 +191,9 @@ typedef struct prog {
     size_t poff[K_N][2 + 2 * MANY_N];
     size_t argsize[K_N];
     CUevent ev_fork, ev_join, ev_sync, ev_free;
+    /* --farquery: ev_far recorded on the main stream after operation far_rec, queried after far_q */
+    CUevent ev_far;
+    int far_rec, far_q;
     CUdeviceptr late_free; /* a pool temporary whose free waits for the next one (or the program's end) */
     float *pin_out, *pin_in, *pin_hf;
     int npin_out, nread_pending, pin_out_cap, hf_cap, nhf;
@@ -249,6 +252,7 @@ static long g_host_us; /* --host-us: the host's own work after each launch (host
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
+static int g_farquery; /* --farquery: the program queries an event it recorded 34 or more operations before */
 static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
 /* --buckets N: a launch whose shape varies takes, each iteration, one of N grid sizes, the same bucket for
  * every such launch of the iteration, in an order drawn from the program's seed (a loader that pads each
@@ -735,6 +739,12 @@ static void exec_op(prog_t *p, int idx, int it)
      * its own sync or query; ev_join: maybe in this segment), its answer not part of the output */
     dt_rng_t qr = {dt_mix(p->seed ^ 0x01dull, (uint64_t)it * 7919 + (uint64_t)idx)};
     if (g_oldquery && dt_below(&qr, 6) == 0) (void)cuEventQuery(dt_below(&qr, 2) ? p->ev_sync : p->ev_join);
+    /* --farquery: an event recorded early in the iteration, queried once far later in two iterations of
+     * three (as PyTorch's page-locked host allocator queries, at loss.item(), the events of the step's
+     * batches as far as another thread has not), its answer not part of the output: no barrier where the
+     * record came 32 operations before or more (held still: answered "not ready") */
+    if (g_farquery && idx == p->far_rec) DT_CK(&p->sum, cuEventRecord(p->ev_far, p->s_main));
+    if (g_farquery && idx == p->far_q && dt_below(&qr, 3) != 0) (void)cuEventQuery(p->ev_far);
 }
 
 /* Runs one (iteration, op) step, applying a sabotage if one is armed: the bugs a broken shim would
@@ -997,6 +1007,14 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuEventCreate(&p->ev_join, CU_EVENT_DEFAULT));
     DT_CK(S, cuEventCreate(&p->ev_sync, (seed & 1) ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
     DT_CK(S, cuEventCreate(&p->ev_free, CU_EVENT_DISABLE_TIMING));
+    if (g_farquery) {
+        DT_CK(S, cuEventCreate(&p->ev_far, CU_EVENT_DISABLE_TIMING));
+        dt_rng_t fr = {dt_mix(seed ^ 0xfa4ull, 1)};
+        p->far_rec = (int)dt_below(&fr, (uint64_t)(p->nops / 4 + 1));
+        p->far_q = p->far_rec + 34 + (int)dt_below(&fr, 64);
+        if (p->far_q >= p->nops)
+            p->far_q = p->nops - 1;
+    }
     load_kernels(p, &p->mod, &p->lib, p->fn, p->kn);
     for (int k = 0; k < K_N; k++) {
         if (!p->kset[k]) continue;
@@ -1091,6 +1109,7 @@ static int run_program(uint64_t seed)
     DT_CK(S, cuEventDestroy(p->ev_join));
     DT_CK(S, cuEventDestroy(p->ev_sync));
     DT_CK(S, cuEventDestroy(p->ev_free));
+    if (p->ev_far) DT_CK(S, cuEventDestroy(p->ev_far));
     DT_CK(S, cuStreamDestroy(p->streams[ST_BLOCKING]));
     DT_CK(S, cuStreamDestroy(p->streams[ST_NONBLOCKING]));
     DT_CK(S, cuModuleUnload(p->mod));
@@ -1124,11 +1143,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--host-us") && i + 1 < argc) g_host_us = atol(argv[++i]);
         else if (!strcmp(argv[i], "--observer")) g_observer = 1;
         else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
+        else if (!strcmp(argv[i], "--farquery")) g_farquery = 1;
         else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
         else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) g_buckets = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--twoctx] [--buckets N]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--farquery] [--twoctx] [--buckets N]\n", argv[0]);
             return 2;
         }
     }

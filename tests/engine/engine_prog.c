@@ -438,6 +438,16 @@ int main(int argc, char **argv)
      * barrier). Each record follows a kernel that writes the iteration + 1 into *mark: an event found
      * complete whose mark is older is counted (a query answered while its record was still held back). */
     int oldquery = strcmp(which, "oldquery") == 0, qviolations = 0;
+    /* farquery: PyTorch's page-locked host allocator at loss.item() in outline. The main thread records
+     * two events early in the iteration (each after a kernel that writes the iteration + 1 into *mark)
+     * and queries each once 36 or more operations later (one near the end, one in the middle), in some
+     * iterations only (where the allocator gets to them depends on another thread's progress). Such a
+     * query is no barrier: the driver answers where the record was issued, "not ready" where it is still
+     * held (the middle one, with chunks of a whole half iteration); an
+     * event found complete whose mark is older is counted, as in oldquery. The answers are not hashed
+     * (a held record's is "not ready", the fake's own query of an issued one runs the work). */
+    int farquery = strcmp(which, "farquery") == 0;
+    CUevent far_ev[2] = {NULL, NULL};
     int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
     int fattr = strcmp(which, "fattr") == 0, fattr_unhooked = strcmp(which, "fattr_unhooked") == 0;
     CUdeviceptr fab = 0; /* fattr: what its launches add up, read at the end */
@@ -458,6 +468,10 @@ int main(int argc, char **argv)
         CK(cuEventCreate(&d2h_ev, CU_EVENT_DISABLE_TIMING));
     }
     CUevent qev[2] = {NULL, NULL};
+    if (farquery) {
+        CK(cuEventCreate(&far_ev[0], CU_EVENT_DISABLE_TIMING));
+        CK(cuEventCreate(&far_ev[1], CU_EVENT_DISABLE_TIMING));
+    }
     if (oldquery) {
         CK(cuEventCreate(&qev[0], CU_EVENT_DISABLE_TIMING));
         CK(cuEventCreate(&qev[1], CU_EVENT_DISABLE_TIMING));
@@ -625,6 +639,17 @@ int main(int argc, char **argv)
                 __atomic_store_n(&cw.request, it + 1, __ATOMIC_RELEASE);
                 while (__atomic_load_n(&cw.done, __ATOMIC_ACQUIRE) < it + 1)
                     ; /* until the other thread's copy ran */
+            }
+            if (farquery && (k == 1 || k == 2)) {
+                int v = it + 1;
+                void *m[] = {&mark, &v};
+                CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
+                CK(cuEventRecord(far_ev[k == 1], stream));
+            }
+            if (farquery && ((k == 38 && it % 3 != 0) || (k == 17 && it % 4 != 1))) {
+                CUresult r = cuEventQuery(far_ev[k == 17]);
+                if (r == CUDA_SUCCESS && __atomic_load_n((const int *)(uintptr_t)mark, __ATOMIC_ACQUIRE) < it + 1)
+                    qviolations++;
             }
             if (oldquery && k == 10) {
                 int v = it + 1;
@@ -898,8 +923,8 @@ int main(int argc, char **argv)
         }
     }
     CK(cuCtxSynchronize());
-    if (oldquery)
-        printf("oldquery violations %d\n", qviolations);
+    if (oldquery || farquery)
+        printf("%s violations %d\n", which, qviolations);
     if (spin)
         printf("spin waits stuck %d\n", spin_stuck);
     if (ctxwait) { /* every iteration's copy saw its own mark */
