@@ -280,12 +280,14 @@ void ag_engine_unload_begin(ag_unload_t *u, int library, const void *handle);
 void ag_engine_kernels_gone(ag_unload_t *u);
 /* Before a sync or query of events a and b (both NULL: of a stream or the context): on a thread that
  * issues work a barrier, but for events whose latest records all came before the last barrier (which
- * issued them); on any other thread one only where it could observe held work (a record of a or b held
- * back, or for a stream or the context any held work), and otherwise nothing at all, so that a thread
- * that polls at times of its own does not cut the segments of the threads that issue work. Such a
- * thread's query of an event whose latest record is held back is answered "not ready" a few times
- * (returns CUDA_ERROR_NOT_READY: the hook returns it without calling the driver), then issues it first.
- * Otherwise CUDA_SUCCESS: the call goes to the driver. */
+ * issued them), and for a query of an event recorded since then DISTANT_OPS (engine.c) operations before
+ * or more (the driver answers, or, where the record is still held, "not ready" as below); on any other
+ * thread one only where it could observe held work (a record of a or b held back, or for a stream or the
+ * context any held work), and otherwise nothing at all, so that a thread that polls at times of its own
+ * does not cut the segments of the threads that issue work. Such a thread's query of an event whose
+ * latest record is held back is answered "not ready" a few times (returns CUDA_ERROR_NOT_READY: the hook
+ * returns it without calling the driver), then issues it first. Otherwise CUDA_SUCCESS: the call goes to
+ * the driver. */
 CUresult ag_engine_observe(ag_id_t id, CUevent a, CUevent b, CUstream s);
 /* Set by a barrier on this thread whose call's time the engine weighs (a replayed segment ended there and
  * its pace is not known yet): the hook calls ag_engine_waited once the driver's call returned. */

@@ -55,8 +55,9 @@
     AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), ag_cupti_graph_enter(),   \
                        ag_cupti_graph_leave())
 /* A sync or query: a barrier, but one that a thread which never issued work may pass through where it
- * cannot observe held work, or that the engine answers itself (ag_engine_observe). AG_OBS_<name>: the events it observes (NULL, NULL for a
- * stream or the context), and the stream it syncs or queries (NULL for the others). */
+ * cannot observe held work, or that the engine answers itself (ag_engine_observe). AG_OBS_<name>: the
+ * events it observes (NULL, NULL for a stream or the context), and the stream it syncs or queries (NULL
+ * for the others). */
 #define AG_OBSERVING(name, params, args)                                                              \
     AG_BARRIER_(name, params, args, answer_ = ag_engine_observe(AG_ID_##name, AG_OBS_##name))
 #define AG_OBS_cuCtxSynchronize NULL, NULL, NULL
