@@ -443,9 +443,9 @@ int main(int argc, char **argv)
      * and queries each once 36 or more operations later (one near the end, one in the middle), in some
      * iterations only (where the allocator gets to them depends on another thread's progress). Such a
      * query is no barrier: the driver answers where the record was issued, "not ready" where it is still
-     * held (the middle one, with chunks of a whole half iteration); an
-     * event found complete whose mark is older is counted, as in oldquery. The answers are not hashed
-     * (a held record's is "not ready", the fake's own query of an issued one runs the work). */
+     * held (the middle one, with chunks of a whole half iteration); an event found complete whose mark is
+     * older is counted, as in oldquery. The answers are not hashed (a held record's is "not ready", the
+     * fake's own query of an issued one runs the work). */
     int farquery = strcmp(which, "farquery") == 0;
     CUevent far_ev[2] = {NULL, NULL};
     int spin = strcmp(which, "spin") == 0, spin_stuck = 0;
