@@ -1975,14 +1975,16 @@ static int seg_recorded(CUevent ev)
 static void seg_record(CUevent ev)
 {
     int n = E.nseg_recs;
-    for (int i = 0; n <= SEG_RECORDS && i < n; i++)
+    if (n > SEG_RECORDS)
+        return; /* overflowed: every event counts as recorded in it */
+    for (int i = 0; i < n; i++)
         if (E.seg_recs[i] == ev) {
             E.seg_rec_ops[i] = E.ops;
             return;
         }
     if (n < SEG_RECORDS)
-        E.seg_rec_ops[n] = E.ops;
-    seg_add(E.seg_recs, &E.nseg_recs, ev);
+        E.seg_recs[n] = ev, E.seg_rec_ops[n] = E.ops;
+    E.nseg_recs = n + 1; /* SEG_RECORDS + 1: full */
 }
 
 /* Operations since ev's latest record in this segment; 0 where that is not known (not recorded in it, or
@@ -3395,8 +3397,9 @@ static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
         CUresult answer = CUDA_SUCCESS;
         for (int i = 0, n = engine_count(); i < n; i++) {
             if (visit(i) && ((a && seg_recorded(a)) || (b && seg_recorded(b)))) {
-                int held = id == AG_ID_cuEventQuery && record_held(a);
-                if (id == AG_ID_cuEventQuery && seg_record_age(a) >= DISTANT_OPS && (!held || answer_not_ready(a))) {
+                int far = id == AG_ID_cuEventQuery && seg_record_age(a) >= DISTANT_OPS;
+                int held = far && record_held(a);
+                if (far && (!held || answer_not_ready(a))) {
                     distant++;
                     if (held)
                         answer = CUDA_ERROR_NOT_READY, E.distant_not_ready++;
@@ -3422,12 +3425,8 @@ static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
     CUresult answer = CUDA_SUCCESS;
     for (int i = 0, n = engine_count(); i < n; i++) {
         if (visit(i)) {
-            int held = 0;
-            if (E.npending) {
-                held = !a && !b; /* a stream or the context: any held work may be in it */
-                for (int k = 0; k < E.nrecs && !held; k++)
-                    held = E.recs[k].ev == a || E.recs[k].ev == b;
-            }
+            /* a stream or the context: any held work may be in it */
+            int held = (!a && !b) ? E.npending > 0 : (a && record_held(a)) || (b && record_held(b));
             if (held && id == AG_ID_cuEventQuery && answer_not_ready(a)) {
                 answer = CUDA_ERROR_NOT_READY;
                 E.observer_not_ready++;
