@@ -260,13 +260,12 @@ struct engine {
      * that had to issue held work first */
     uint64_t observer_passed, observer_flushes;
     /* of those threads' event queries, answered "not ready" while the record they ask about is held
-     * (observer_not_ready), and the record answered so last: the event, the drain it is held until, and
-     * how often it was asked about */
+     * (observer_not_ready) */
     uint64_t observer_not_ready;
     /* queries of threads that issue work, of events recorded since the last barrier DISTANT_OPS operations
      * ago or more: passed to the driver (the record was issued), and answered "not ready" (still held) */
     uint64_t distant_passed, distant_not_ready;
-    CUevent nr_ev;
+    /* "not ready" answers (either kind) given while the pending list is the one of drain nr_drains */
     uint64_t nr_drains;
     uint32_t nr_asked;
     /* event queries and syncs of threads that issue work, of events recorded before the last barrier */
@@ -3329,21 +3328,25 @@ static void stream_barrier(struct engine *home, CUstream s, uint64_t kind)
     use(prev);
 }
 
-/* How often a thread that issues no work is answered "not ready" about one held record before the held
- * work is issued for its next query instead: a thread that polls in a loop gets its answer after a few
- * microseconds, as it would from a busy GPU, not after the stall watcher's period. */
-#define OBSERVER_NOT_READY_MAX 4
+/* How many queries of held records are answered "not ready" while the same work is held (one pending
+ * list, whatever events they ask about) before the held work is issued for the next one instead: a
+ * thread that polls in a loop gets its answer after a few microseconds, as it would from a busy GPU, not
+ * after the stall watcher's period. 16, not fewer: PyTorch's page-locked host allocator queries the oldest
+ * event it waits for at each allocation, and a DataLoader's pin-memory thread that pins two batches ahead
+ * makes four such allocations, the program's own loss.item() one more, while one record is held (with a
+ * limit of 4 per record, 15-19 of 200 steps had their chunk cut there on the H200). */
+#define NOT_READY_MAX 16
 
-/* An observer's query of event ev whose latest record is held back in this engine: 1 where it is answered
- * "not ready" (what CUDA could answer of a record it had just been given: the work before it has not run),
- * 0 where the held work is to be issued first. PyTorch's page-locked host allocator queries, at each
- * allocation (from a DataLoader's pin-memory thread), the event recorded when an earlier batch's block was
- * freed; a flush there cut the training step's chunk at a random point. */
-static int answer_not_ready(CUevent ev)
+/* A query of a held record (an observer's, or a distant one of a thread that issues work): 1 where it is
+ * answered "not ready" (what CUDA could answer of a record it had just been given: the work before it has
+ * not run), 0 where the held work is to be issued first. PyTorch's page-locked host allocator queries, at
+ * each allocation (from a DataLoader's pin-memory thread), the event recorded when an earlier batch's
+ * block was freed; a flush there cut the training step's chunk at a random point. */
+static int answer_not_ready(void)
 {
-    if (E.nr_ev != ev || E.nr_drains != E.drains)
-        E.nr_ev = ev, E.nr_drains = E.drains, E.nr_asked = 0;
-    if (E.nr_asked + 1 > OBSERVER_NOT_READY_MAX)
+    if (E.nr_drains != E.drains)
+        E.nr_drains = E.drains, E.nr_asked = 0;
+    if (E.nr_asked + 1 > NOT_READY_MAX)
         return 0;
     E.nr_asked++;
     return 1;
@@ -3399,7 +3402,7 @@ static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
             if (visit(i) && ((a && seg_recorded(a)) || (b && seg_recorded(b)))) {
                 int far = id == AG_ID_cuEventQuery && seg_record_age(a) >= DISTANT_OPS;
                 int held = far && record_held(a);
-                if (far && (!held || answer_not_ready(a))) {
+                if (far && (!held || answer_not_ready())) {
                     distant++;
                     if (held)
                         answer = CUDA_ERROR_NOT_READY, E.distant_not_ready++;
@@ -3427,7 +3430,7 @@ static CUresult observe(ag_id_t id, CUevent a, CUevent b, CUstream s)
         if (visit(i)) {
             /* a stream or the context: any held work may be in it */
             int held = (!a && !b) ? E.npending > 0 : (a && record_held(a)) || (b && record_held(b));
-            if (held && id == AG_ID_cuEventQuery && answer_not_ready(a)) {
+            if (held && id == AG_ID_cuEventQuery && answer_not_ready()) {
                 answer = CUDA_ERROR_NOT_READY;
                 E.observer_not_ready++;
             } else if (held) {

@@ -171,18 +171,22 @@ static void *waiter_main(void *arg)
  * the program waits for would otherwise wait for the stall watcher. "observer_once" queries the current
  * record once an iteration and then waits for the next, as PyTorch's page-locked host allocator queries,
  * at each allocation of the DataLoader's pin-memory thread, the event it recorded when an earlier batch's
- * block was freed (the shim answers "not ready" while the record is held, instead of issuing it there). */
+ * block was freed (the shim answers "not ready" while the record is held, instead of issuing it there);
+ * "observer_few" six times (a pin-memory thread two batches ahead). "observer_alt" is observer_held with
+ * a second event recorded beside the mark's, the polls alternating between the two held records. */
 typedef struct {
     CUcontext ctx;
     CUevent marks[3]; /* iteration it records marks[it % 3] */
     const int *mark;
     int held;  /* poll the current iteration's event */
     int noctx; /* with no context current (the fake's query then fails: the shim issues held work first) */
-    int once;  /* one query of each iteration's record (held), none in between */
+    int per;   /* this many queries of each iteration's record (held), none in between (0: no limit) */
+    int alt;   /* alternate the polls between marks[] and alts[] (recorded at the same point) */
+    CUevent alts[3];
     int ready, done, published, polled, violations;
     int polls; /* of the record polled last (polled), at most OBS_POLLS */
 } observer_t;
-#define OBS_POLLS 8
+#define OBS_POLLS 24 /* more than the shim's "not ready" answers while the same work is held (16) */
 
 static void *observer_main(void *arg)
 {
@@ -196,9 +200,11 @@ static void *observer_main(void *arg)
     while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) {
         int p = __atomic_load_n(&o->published, __ATOMIC_ACQUIRE);
         int want = o->held ? p : p - 1; /* the iteration + 1 whose mark the polled record follows */
-        if (want < 1 || (o->once && __atomic_load_n(&o->polled, __ATOMIC_ACQUIRE) == want))
+        int same = __atomic_load_n(&o->polled, __ATOMIC_ACQUIRE) == want;
+        if (want < 1 || (o->per && same && __atomic_load_n(&o->polls, __ATOMIC_ACQUIRE) >= o->per))
             continue;
-        CUresult r = cuEventQuery(o->marks[(want - 1) % 3]);
+        int which = o->alt && same ? __atomic_load_n(&o->polls, __ATOMIC_ACQUIRE) % 2 : 0;
+        CUresult r = cuEventQuery(which ? o->alts[(want - 1) % 3] : o->marks[(want - 1) % 3]);
         /* the event may have been recorded again since (for iteration want + 3): then it is later still */
         if (r == CUDA_SUCCESS && __atomic_load_n(o->mark, __ATOMIC_ACQUIRE) < want)
             __atomic_add_fetch(&o->violations, 1, __ATOMIC_RELAXED);
@@ -431,7 +437,8 @@ int main(int argc, char **argv)
 
     int flip = strcmp(which, "flip") == 0;
     int observe = strcmp(which, "observer") == 0 || strcmp(which, "observer_held") == 0 ||
-                  strcmp(which, "observer_noctx") == 0 || strcmp(which, "observer_once") == 0;
+                  strcmp(which, "observer_noctx") == 0 || strcmp(which, "observer_once") == 0 ||
+                  strcmp(which, "observer_few") == 0 || strcmp(which, "observer_alt") == 0;
     /* oldquery: the main thread queries the event it has just recorded once (a barrier: it ends the
      * segment at the same point every time), and later polls, a varying number of times, the one
      * recorded in the iteration before (before the last barrier: it observes nothing held, no
@@ -480,14 +487,17 @@ int main(int argc, char **argv)
     memset(&obs, 0, sizeof obs);
     pthread_t obs_thread;
     if (observe) {
-        for (int e = 0; e < 3; e++)
+        for (int e = 0; e < 3; e++) {
             CK(cuEventCreate(&obs.marks[e], CU_EVENT_DISABLE_TIMING));
+            CK(cuEventCreate(&obs.alts[e], CU_EVENT_DISABLE_TIMING));
+        }
         CK(cuCtxSynchronize());
         obs.ctx = ctx;
         obs.mark = (const int *)(uintptr_t)mark;
         obs.noctx = strcmp(which, "observer_noctx") == 0;
-        obs.once = strcmp(which, "observer_once") == 0;
-        obs.held = strcmp(which, "observer_held") == 0 || obs.noctx || obs.once;
+        obs.per = strcmp(which, "observer_once") == 0 ? 1 : strcmp(which, "observer_few") == 0 ? 6 : 0;
+        obs.alt = strcmp(which, "observer_alt") == 0;
+        obs.held = strcmp(which, "observer_held") == 0 || obs.noctx || obs.per || obs.alt;
         if (pthread_create(&obs_thread, NULL, observer_main, &obs) != 0) {
             fprintf(stderr, "engine_prog: no observer thread\n");
             return 1;
@@ -687,11 +697,13 @@ int main(int argc, char **argv)
                 void *m[] = {&mark, &v};
                 CK(launch(markf, 1, 1, 1, 1, 1, 1, 0, stream, m, NULL));
                 CK(cuEventRecord(obs.marks[it % 3], stream));
+                if (obs.alt)
+                    CK(cuEventRecord(obs.alts[it % 3], stream));
                 __atomic_store_n(&obs.published, it + 1, __ATOMIC_RELEASE);
-                /* until the observer polled this record (observer_held: OBS_POLLS times; observer_once:
-                 * once) or the previous one (observer), while this chunk's work is held back; it polls
-                 * freely too */
-                int polls = obs.held && !obs.once ? OBS_POLLS : 1;
+                /* until the observer polled this record (observer_held, observer_alt: OBS_POLLS times;
+                 * observer_once, observer_few: as often as it will) or the previous one (observer), while
+                 * this chunk's work is held back; it polls freely too */
+                int polls = !obs.held ? 1 : obs.per ? obs.per : OBS_POLLS;
                 while (__atomic_load_n(&obs.polled, __ATOMIC_ACQUIRE) < (obs.held ? it + 1 : it) ||
                        (obs.held && __atomic_load_n(&obs.polls, __ATOMIC_ACQUIRE) < polls))
                     ;

@@ -82,7 +82,8 @@ def report(losses, parameters, ms, steady_ms):
         print(f"step {i} loss {float(loss).hex()}")
     h = hashlib.sha256()
     for p in parameters:
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+        # the bytes, whatever the type (NumPy has no bfloat16)
+        h.update(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     print(f"checksum: {h.hexdigest()[:16]}", flush=True)
     print(f"loop_ms: {ms:.3f}", file=sys.stderr)
     # Without the first step (torch.compile's compilation, lazy initialization): steadier to compare.

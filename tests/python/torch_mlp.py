@@ -16,6 +16,9 @@ the shim and paused (its autograph_pause: every call straight to the driver) in 
 step's loss.item(); stderr gets "ab_step_us: shim <median> paused <median> blocks <n>" (each block's first
 step left out). The losses stay bit-identical to a plain run.
 --event-timing times each step with two CUDA timing events too (stderr: "event_step_ms: <median>").
+--checkpoint runs the model as four checkpointed blocks (torch.utils.checkpoint, non-reentrant): the backward
+pass recomputes each block's forward, dropout included, after restoring the CUDA generator's seed and offset
+(the dropout kernels get an offset they had before); the losses are those of a plain run.
 --pinned-loss reads each step's loss through page-locked memory (a non_blocking device-to-host copy, then
 a stream sync) instead of loss.item(): the losses are the same.
 --device DEV trains on DEV (default: the current device); --touch DEV first makes a tensor on DEV (another
@@ -93,6 +96,8 @@ def main():
     ap.add_argument("--data-parallel", action="store_true", help="torch.nn.DataParallel over cuda:0 and cuda:1")
     ap.add_argument("--loader", choices=["pinned", "pageable", "sync"], default=None,
                     help="batches from host memory through a DataLoader (see above)")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="the model as checkpointed blocks whose forward the backward pass recomputes")
     add_ab_option(ap)
     args = ap.parse_args()
     if args.steps < 1:
@@ -108,6 +113,8 @@ def main():
         sys.exit("--data-parallel takes neither --split, --compile, --graph, --graphed-model nor --device")
     if args.loader and (own or args.split or args.data_parallel):
         sys.exit("--loader takes neither --compile, --graph, --graphed-model, --split nor --data-parallel")
+    if args.checkpoint and (own or args.split or args.data_parallel):
+        sys.exit("--checkpoint takes neither --compile, --graph, --graphed-model, --split nor --data-parallel")
     if (args.split or args.data_parallel) and torch.cuda.device_count() < 2:
         sys.exit("--split and --data-parallel need two GPUs")
     if args.touch:
@@ -166,6 +173,14 @@ def main():
             step_model = torch.cuda.make_graphed_callables(model, (xs[0].clone(),))
         if args.data_parallel:
             step_model = torch.nn.DataParallel(model, device_ids=[0, 1])
+        if args.checkpoint:
+            from torch.utils.checkpoint import checkpoint
+            blocks = [model[k:k + 6] for k in range(0, len(model), 6)]  # two layers (Linear, ReLU, Dropout) each
+
+            def step_model(x):
+                for b in blocks:
+                    x = checkpoint(b, x, use_reentrant=False)
+                return x
         if args.split:
             def step_model(x):
                 return model[half:](model[:half](x).to(devs[1]))
