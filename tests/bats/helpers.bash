@@ -51,11 +51,15 @@ coverage_ok() {
 summary() {
     [ -n "${AG_SUMMARY:-}" ] || return 0
     python3 - "$1/stats.json" "$2" >>"$AG_SUMMARY" <<'PY'
-import json, sys
+import json, os, re, sys
 s = json.load(open(sys.argv[1]))
 r = s.get("replay", {})
 c = s.get("cupti", {})
 n = s["launches"]
+def steady(run):  # a workload's loop without its first step, one run each: a hint, not a measurement
+    f = os.path.join(os.path.dirname(sys.argv[1]), run + ".err")
+    m = re.search(r"steady_ms: ([0-9.]+)", open(f).read()) if os.path.exists(f) else None
+    return m.group(1) if m else "-"
 rep = r.get("launches_replayed", 0)
 fb = {k: v for k, v in r.get("fallbacks", {}).items() if v}
 print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} replayed={rep:<7} "
@@ -73,7 +77,8 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" memcpy_async={s.get('calls', {}).get('cuMemcpyAsync', 0)}"
       f" fattr(barriers/passed)={'/'.join(str(v) for v in (s.get('function_attribute_sets') or {}).values()) or '-'}"
       f" refused={r.get('reissue_failures', '-')} attrs={s.get('launch_attribute_ids', '-')}"
-      f" mixing_legacy={r.get('graphs_mixing_legacy', '-')}")
+      f" mixing_legacy={r.get('graphs_mixing_legacy', '-')}"
+      f" steady_ms(plain/shim)={steady('plain')}/{steady('shim')}")
 PY
 }
 
