@@ -34,12 +34,13 @@ enum {
     FB_UNHOOKED,
     FB_STALLED,
     FB_WINDOW,
+    FB_CACHE_FULL,
     FB_COUNT
 };
 static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
                                                "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
                                                "other_context", "unhooked_call", "stalled",
-                                               "other_window"};
+                                               "other_window", "graph_cache_full"};
 
 /* AUTOGRAPH_CUPTI=learn: CUPTI is attached when work repeats that the guard has not watched yet (a
  * chunk seen the second time); a program that never repeats never attaches. Until a first window has
@@ -1112,6 +1113,10 @@ static void complete(ag_variant_t *v, int may_post)
     ag_chunk_t c = chunk();
     int fresh = 0;
     if (!g) {
+        if (!ag_graph_admit(v)) {
+            flush_eager(FB_CACHE_FULL); /* the cache is full of graphs in use: this one waits its turn */
+            return;
+        }
         g = ag_graph_build(&c, v);
         if (!g) {
             v->ungraphable = 1;
@@ -3787,7 +3792,7 @@ static void add_totals(void *arg)
     for (int i = 0; i < 3; i++)
         t->gs.patched_by[i] += gs.patched_by[i], t->gs.patch_drv_ns[i] += gs.patch_drv_ns[i];
     t->gs.live += gs.live, t->gs.mem += gs.mem, t->gs.thread_stages += gs.thread_stages;
-    t->gs.mixing_legacy += gs.mixing_legacy, t->gs.released += gs.released;
+    t->gs.mixing_legacy += gs.mixing_legacy, t->gs.released += gs.released, t->gs.refused += gs.refused;
     t->deferred += E.deferred, t->replayed += E.replayed, t->graph_launches += E.graph_launches;
     t->match_ns += E.match_ns, t->match_timed += E.match_timed, t->match_lock_ns += E.match_lock_ns;
     t->eager_kernels += E.eager_kernels, t->replay_host_ns += E.replay_host_ns;
@@ -3895,6 +3900,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                        (double)t.deferred * per_match) / 1e6;
     fprintf(f, "  \"replay\": {\n    \"launches_deferred\": %llu,\n    \"launches_replayed\": %llu,\n"
                "    \"graphs_built\": %llu,\n    \"graphs_live\": %u,\n    \"graphs_device_bytes\": %zu,\n    \"graphs_evicted\": %llu,\n"
+               "    \"graph_builds_refused\": %llu,\n"
                "    \"graphs_mixing_legacy\": %llu,\n    \"graphs_released\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_median\": %.1f,\n"
@@ -3928,7 +3934,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)t.deferred, (unsigned long long)t.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
-            (unsigned long long)gs.evicted, (unsigned long long)gs.mixing_legacy, (unsigned long long)gs.released,
+            (unsigned long long)gs.evicted, (unsigned long long)gs.refused, (unsigned long long)gs.mixing_legacy,
+            (unsigned long long)gs.released,
             (unsigned long long)t.graph_launches,
             (unsigned long long)gs.patched,
             per_match, t.match_median, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,

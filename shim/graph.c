@@ -60,6 +60,8 @@ struct ag_graph {
     unsigned char *args;  /* kernel argument bytes baked into the exec */
     copy_ends_t *ends;    /* each copy node's ends as the exec holds them */
     uint64_t last_launch; /* for least-recently-used eviction */
+    uint32_t score, score_epoch; /* launches, halved every admission epoch since score_epoch (ag_graph_admit) */
+    uint64_t used_at;            /* the cache's uses when it was last launched (or built) */
     size_t mem;           /* device memory the driver took for the exec (estimated at instantiation) */
     ag_variant_t *owner;
     /* The chunk's streams in order of first use (a variant's chunks have the same), the index of the
@@ -91,7 +93,11 @@ static struct {
     ag_graph_t **graphs;
     uint32_t ngraphs, max_graphs;
     uint64_t clock;
-    uint64_t graphs_built, nodes_patched, graphs_evicted, graphs_released;
+    /* admission to a full cache (ag_graph_admit): uses (graph launches and refused builds) so far, and
+     * the epoch, which moves on every ADMIT_PERIOD uses */
+    uint64_t uses;
+    uint32_t epoch;
+    uint64_t graphs_built, nodes_patched, graphs_evicted, graphs_released, builds_refused;
     /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
     uint64_t patched_by[3], patch_drv_ns[3];
     size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
@@ -364,17 +370,79 @@ void ag_graph_release_kernels(const ag_unload_t *u)
     }
 }
 
+static void evict_graph(uint32_t i)
+{
+    ag_graph_t *g = G.graphs[i];
+    g->owner->graph = NULL;
+    graph_forget(g);
+    graph_free(g);
+    G.graphs_evicted++;
+}
+
 static void evict_lru_graph(void)
 {
     uint32_t oldest = 0;
     for (uint32_t i = 1; i < G.ngraphs; i++)
         if (G.graphs[i]->last_launch < G.graphs[oldest]->last_launch)
             oldest = i;
-    ag_graph_t *g = G.graphs[oldest];
-    g->owner->graph = NULL;
-    graph_forget(g);
-    graph_free(g);
-    G.graphs_evicted++;
+    evict_graph(oldest);
+}
+
+/* ---- admission to a full cache ----
+ * A program whose variants outnumber the cache (AUTOGRAPH_MAX_GRAPHS) would, with plain least-recently-
+ * used eviction, evict for each new graph one that is launched again soon, and build again what it
+ * evicted: on fakecuda, 8 batch sizes in a random order (56 graphs' worth) with room for 16 built 434
+ * graphs for 627 graph launches, a build (0.1-2 ms on the H200) for most launches, each of which saves a
+ * few microseconds an operation. So once the cache is full, a new graph replaces
+ *   - one not launched for an epoch (ADMIT_PERIOD uses per graph the cache holds; uses are graph launches
+ *     and refused builds): work the program no longer runs, or
+ *   - the graph launched least, where the new variant asked for a graph more than twice as often (each
+ *     graph counts its launches, each variant the builds it was refused, both halved every epoch; an
+ *     admitted graph starts with its variant's count);
+ * else the build is refused and the chunk is issued as it is (fallback graph_cache_full): the same work,
+ * eagerly. With that, those 8 sizes built 27 graphs for 814 launches. */
+#define ADMIT_PERIOD 16u
+#define SCORE_MAX 1024u
+
+static uint64_t admit_period(void)
+{
+    return (uint64_t)ADMIT_PERIOD * G.max_graphs;
+}
+
+static uint32_t aged(uint32_t score, uint32_t epoch)
+{
+    uint32_t d = G.epoch - epoch;
+    return d >= 32 ? 0 : score >> d;
+}
+
+static void used(void)
+{
+    if (++G.uses % admit_period() == 0)
+        G.epoch++;
+}
+
+int ag_graph_admit(ag_variant_t *v)
+{
+    if (G.ngraphs < G.max_graphs)
+        return 1;
+    uint32_t victim = 0, low = UINT32_MAX;
+    for (uint32_t i = 0; i < G.ngraphs; i++) {
+        const ag_graph_t *g = G.graphs[i];
+        uint32_t sc = G.uses - g->used_at >= admit_period() ? 0 : aged(g->score, g->score_epoch);
+        if (sc < low || (sc == low && g->last_launch < G.graphs[victim]->last_launch))
+            victim = i, low = sc;
+    }
+    uint32_t asks = aged(v->asks, v->asks_epoch);
+    if (low == 0 || asks > 2 * low) {
+        evict_graph(victim);
+        v->asks = asks, v->asks_epoch = G.epoch; /* its graph starts with them (ag_graph_build) */
+        return 1;
+    }
+    v->asks = asks < SCORE_MAX ? asks + 1 : asks;
+    v->asks_epoch = G.epoch;
+    G.builds_refused++;
+    used();
+    return 0;
 }
 
 /* Created stream s is blocking (synchronizes with the legacy stream); where the driver cannot say, *known
@@ -571,6 +639,10 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     }
     if (G.ngraphs >= G.max_graphs)
         evict_lru_graph();
+    /* a graph admitted to a full cache starts with the requests its variant made (ag_graph_admit): else
+     * it would be the first to go at the next one */
+    g->score = aged(v->asks, v->asks_epoch), g->score_epoch = G.epoch, g->used_at = G.uses;
+    v->asks = 0;
     G.graphs[G.ngraphs++] = g;
     G.mem += g->mem;
     G.graphs_built++;
@@ -780,6 +852,11 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
     if (rr != CUDA_SUCCESS)
         AG_LOG_CAPPED(AG_LOG_WARN, "ordering a graph with its streams failed (CUDA error %d)", (int)rr);
     g->last_launch = ++G.clock;
+    uint32_t sc = aged(g->score, g->score_epoch);
+    g->score = sc < SCORE_MAX ? sc + 1 : sc;
+    g->score_epoch = G.epoch;
+    g->used_at = G.uses;
+    used();
     return CUDA_SUCCESS;
 }
 
@@ -821,4 +898,5 @@ void ag_graph_stats(ag_graph_stats_t *out)
     out->thread_stages = G.thread_stages;
     out->mixing_legacy = G.mixing_legacy;
     out->released = G.graphs_released;
+    out->refused = G.builds_refused;
 }

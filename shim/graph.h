@@ -26,6 +26,9 @@ void ag_graph_use(unsigned engine);
 CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size);
 /* Captures the chunk's operations into a graph owned by v (and cached); NULL when CUDA refuses. */
 ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v);
+/* Whether variant v may have a graph built now: 1 where the cache has room or makes it (evicting a graph
+ * used less than v asked for one), 0 where it is full of graphs in use (v's request is counted). */
+int ag_graph_admit(ag_variant_t *v);
 /* Writes into the exec what changed since its last launch; 0, or -1 when the driver refused a patch
  * (the exec cannot be trusted then: release it). */
 int ag_graph_patch(ag_graph_t *g, const ag_chunk_t *c);
@@ -82,6 +85,7 @@ typedef struct {
     uint64_t thread_stages; /* blocking-read staging buffers allocated (AG_D2H_STAGING_MAX bytes each) */
     uint64_t mixing_legacy; /* graphs built of chunks on the legacy stream and created streams */
     uint64_t released;      /* graphs released because their kernels (a module unload) or a stream went */
+    uint64_t refused;       /* builds refused by a full cache (ag_graph_admit) */
 } ag_graph_stats_t;
 void ag_graph_stats(ag_graph_stats_t *out);
 

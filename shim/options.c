@@ -113,8 +113,9 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                        "hooks) or without the CUPTI guard, and never while the engine rests. 'off': such a "
                        "segment is learned at its own point (warm-up sightings for each of its sizes)."},
     [AG_OPT_MAX_GRAPHS] = {"AUTOGRAPH_MAX_GRAPHS", AG_OPT_INT, "256", "1..100000",
-                           "Most CUDA graphs kept at once; the least recently launched one is destroyed "
-                           "first."},
+                           "Most CUDA graphs kept at once. Once full, a new graph replaces one not launched "
+                           "for a while, or the one launched least where the new work asked for a graph more "
+                           "than twice as often; else that work runs eagerly (fallback graph_cache_full)."},
     [AG_OPT_STAGING_KB] = {"AUTOGRAPH_STAGING_KB", AG_OPT_INT, "4096", "4..1048576",
                            "Size of each of the 4 pinned staging buffers (KiB) that hold snapshots of pageable "
                            "host-to-device copy sources while their copies wait in a graph; larger copies are "

@@ -32,6 +32,7 @@ typedef struct ag_variant {
     uint8_t planned;         /* it closed once while its segment's own plan (from its timing) cut it */
     uint32_t seen;           /* sightings since it was learned or last failed */
     uint32_t fails;          /* deferrals of this start that failed: the backoff exponent */
+    uint32_t asks, asks_epoch; /* builds a full graph cache refused it, as of that epoch (ag_graph_admit) */
     uint64_t last_used;      /* learner tick of the last sighting, for eviction */
     uint64_t seg;            /* seed of the segment it belongs to (its timings, ag_learner_timing) */
     uint64_t *sigs;          /* len signatures */

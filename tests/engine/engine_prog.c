@@ -615,6 +615,10 @@ int main(int argc, char **argv)
             }
             rng = rng * 1103515245u + 12345u;
             unsigned bk = (rng >> 16) % nb;
+            /* ENGINE_PHASES=1: the first half of the iterations from the first half of the sizes, the rest
+             * from the other half (a program that moves on to other work for good) */
+            if (getenv("ENGINE_PHASES") && nb >= 2)
+                bk = (rng >> 16) % (nb / 2) + (it < iters / 2 ? 0 : nb / 2);
             grid = 1 + bk;
             len = (int)((unsigned)N * (bk + 1) / nb);
             bucket = bk, nbuckets = nb;
