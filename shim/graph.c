@@ -391,8 +391,8 @@ static void evict_lru_graph(void)
 /* ---- admission to a full cache ----
  * A program whose variants outnumber the cache (AUTOGRAPH_MAX_GRAPHS) would, with plain least-recently-
  * used eviction, evict for each new graph one that is launched again soon, and build again what it
- * evicted: on fakecuda, 8 batch sizes in a random order (56 graphs' worth) with room for 16 built 434
- * graphs for 627 graph launches, a build (0.1-2 ms on the H200) for most launches, each of which saves a
+ * evicted: on fakecuda, 8 batch sizes in a random order (56 graphs' worth) with room for 16 built 1932
+ * graphs for 2657 graph launches, a build (0.1-2 ms on the H200) for most launches, each of which saves a
  * few microseconds an operation. So once the cache is full, a new graph replaces
  *   - one not launched for an epoch (ADMIT_PERIOD uses per graph the cache holds; uses are graph launches
  *     and refused builds): work the program no longer runs, or
