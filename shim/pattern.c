@@ -94,6 +94,17 @@ static void penalize(ag_learner_t *l)
     l->nfailed = 0;
 }
 
+/* Chunk v closed (NULL: its variant could not be kept): it remembers the chunks before it, and becomes the
+ * latest of them. */
+static ag_variant_t *closed(ag_learner_t *l, ag_variant_t *v)
+{
+    if (v)
+        memcpy(v->pred, l->hist, sizeof v->pred);
+    memmove(l->hist + 1, l->hist, sizeof l->hist[0] * (AG_PRED - 1));
+    l->hist[0] = v ? v->id : 0;
+    return v;
+}
+
 static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
 {
     ag_vtable_t *t = &l->table;
@@ -115,7 +126,7 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
             v->seen++;
             v->planned |= planned;
             v->last_used = l->tick;
-            return v;
+            return closed(l, v);
         }
         if (!lru || v->last_used < lru->last_used)
             lru = v;
@@ -133,12 +144,13 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
     }
     ag_variant_t *v = calloc(1, sizeof *v);
     if (!v)
-        return NULL;
+        return closed(l, NULL);
     v->sigs = malloc(sizeof(uint64_t) * (l->chunk_pos ? l->chunk_pos : 1));
     if (!v->sigs) {
         free(v);
-        return NULL;
+        return closed(l, NULL);
     }
+    v->id = ++l->last_id;
     memcpy(v->sigs, l->chunk_sigs, sizeof(uint64_t) * l->chunk_pos);
     v->start = l->chunk_start;
     v->seg = l->seg_seed;
@@ -153,7 +165,7 @@ static ag_variant_t *record_chunk(ag_learner_t *l, int at_barrier)
     t->count++;
     if (t->count > t->max_count)
         evict(t, v, l->warmup, l->tick);
-    return v;
+    return closed(l, v);
 }
 
 static ag_seglen_t *seglen_set(ag_learner_t *l, uint64_t seed)
@@ -779,12 +791,27 @@ static uint32_t sightings_needed(ag_learner_t *l, const ag_variant_t *v)
     return l->warmup << (v->fails >= 2 ? v->fails - 1 : 0);
 }
 
+/* How well v's chunks before it, the last time it closed, agree with the chunks closed now: one point for
+ * the latest, two for each earlier one (where the latest is shared, as the first chunk of a token's step
+ * is by every token in text generation, the one before it tells them apart). */
+static int agreement(const ag_learner_t *l, const ag_variant_t *v)
+{
+    int a = 0;
+    for (int k = 0; k < AG_PRED; k++)
+        if (l->hist[k] && v->pred[k] == l->hist[k])
+            a += k ? 2 : 1;
+    return a;
+}
+
 /* The candidates at the chunk's start (whose first operation is *first, where not NULL): fills out[] with
- * at most AG_MAX_CANDIDATES of them, in the bucket chain's order (the most recently learned first), and
- * returns how many there are in all. */
+ * at most AG_MAX_CANDIDATES of them and returns how many there are in all. Where there are more, those whose
+ * chunks before them agree best with the chunks closed now (agreement) are kept, then the bucket chain's
+ * order (the most recently learned first): the variants of a start whose first operation is the same for
+ * all (text generation: 24 tokens whose steps differ from their middle on) were chosen by the chain's order
+ * alone, the last 4 learned, and the others' chunks mismatched in every round (engine.tokens). */
 static int collect(ag_learner_t *l, ag_variant_t **out, const uint64_t *first)
 {
-    int n = 0;
+    int n = 0, score[AG_MAX_CANDIDATES];
     ag_vtable_t *t = &l->table;
     for (ag_variant_t *v = t->buckets[bucket_of(t, l->chunk_start)]; v; v = v->next) {
         if (v->start != l->chunk_start || v->ungraphable || (l->require_guard && !ag_learner_guarded(l, v)))
@@ -796,8 +823,15 @@ static int collect(ag_learner_t *l, ag_variant_t **out, const uint64_t *first)
             continue;
         uint32_t need = sightings_needed(l, v);
         if (need && v->seen >= need) {
-            if (n < AG_MAX_CANDIDATES)
-                out[n] = v;
+            int a = agreement(l, v), k = n < AG_MAX_CANDIDATES ? n : AG_MAX_CANDIDATES;
+            /* kept in order of agreement, the chain's order among equals: v goes after those at least as good */
+            while (k > 0 && score[k - 1] < a) {
+                if (k < AG_MAX_CANDIDATES)
+                    out[k] = out[k - 1], score[k] = score[k - 1];
+                k--;
+            }
+            if (k < AG_MAX_CANDIDATES)
+                out[k] = v, score[k] = a;
             n++;
         }
     }

@@ -18,6 +18,9 @@
 #define AG_MAX_VARIANTS_PER_START_SHAPE_FREE 64
 /* Candidates matched at once: where more may follow a start, the chunk's first operation chooses them. */
 #define AG_MAX_CANDIDATES 4
+/* Chunks before a variant remembered with it, to rank candidates that share a start and a first operation
+ * (ag_learner_candidates_first): the variant that came after the same chunks last time goes first. */
+#define AG_PRED 8
 #define AG_PERIOD_WINDOW 4096
 #define AG_MIN_VIRTUAL_SEGMENT 32
 
@@ -33,6 +36,8 @@ typedef struct ag_variant {
     uint32_t seen;           /* sightings since it was learned or last failed */
     uint32_t fails;          /* deferrals of this start that failed: the backoff exponent */
     uint32_t asks, asks_epoch; /* builds a full graph cache refused it, as of that epoch (ag_graph_admit) */
+    uint64_t id;               /* this learner's number for it (never reused) */
+    uint64_t pred[AG_PRED];    /* the ids of the chunks closed before it, the last time it closed (latest first) */
     uint64_t last_used;      /* learner tick of the last sighting, for eviction */
     uint64_t seg;            /* seed of the segment it belongs to (its timings, ag_learner_timing) */
     uint64_t *sigs;          /* len signatures */
@@ -269,6 +274,9 @@ typedef struct {
     size_t ngkeys;
     uint32_t last_run;
     uint64_t guarded_total; /* variants found guarded so far (ag_learner_guarded) */
+
+    /* the ids of the last chunks closed (latest first; 0: none or unknown), and the last id given */
+    uint64_t hist[AG_PRED], last_id;
 
     /* candidates that failed in the current chunk, judged when it closes */
     ag_variant_t *failed[AG_MAX_CANDIDATES];

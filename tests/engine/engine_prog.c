@@ -623,6 +623,15 @@ int main(int argc, char **argv)
             len = (int)((unsigned)N * (bk + 1) / nb);
             bucket = bk, nbuckets = nb;
         }
+        /* tokens: text generation in outline, one token an iteration: ENGINE_BUCKETS (24) tokens a round, in
+         * order, round after round; the first half of the step is the same for every token, the second
+         * half's grids grow with the token (attention over a cache one position longer each time) */
+        unsigned late_grid = 0;
+        if (strcmp(which, "tokens") == 0) {
+            const char *e = getenv("ENGINE_BUCKETS");
+            unsigned nt = e && atoi(e) > 0 && atoi(e) <= 256 ? (unsigned)atoi(e) : 24u;
+            late_grid = 1 + (unsigned)it % nt;
+        }
         if (gemm_case) /* the step's GEMM as a library picks it by size (gemm_step) */
             CK(gemm_step(gemms, bucket, nbuckets, grid, y, x, len, stream));
         if (two || legacyside) { /* fork: the side stream scales buffer 3 while the main stream works on x and y */
@@ -640,7 +649,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < 40; k++) {
             float a = 1.0f + 0.001f * (float)k, b = (strcmp(which, "args") == 0) ? 0.01f * (float)it : 0.5f;
             void *p[] = {&y, &x, &a, &b, &len};
-            CK(launch(axpb, grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            CK(launch(axpb, late_grid && k >= 20 ? late_grid : grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
             if (ctxwait && k == 20) {
