@@ -59,9 +59,8 @@ struct ag_graph {
     ag_op_t *ops;            /* what each node holds now (kernel arguments in args) */
     unsigned char *args;  /* kernel argument bytes baked into the exec */
     copy_ends_t *ends;    /* each copy node's ends as the exec holds them */
-    uint64_t last_launch; /* for least-recently-used eviction */
+    uint64_t last_launch; /* the cache's uses when it was last launched (or built): recency, staleness */
     uint32_t score, score_epoch; /* launches, halved every admission epoch since score_epoch (ag_graph_admit) */
-    uint64_t used_at;            /* the cache's uses when it was last launched (or built) */
     size_t mem;           /* device memory the driver took for the exec (estimated at instantiation) */
     ag_variant_t *owner;
     /* The chunk's streams in order of first use (a variant's chunks have the same), the index of the
@@ -92,10 +91,9 @@ static struct {
     } stg;
     ag_graph_t **graphs;
     uint32_t ngraphs, max_graphs;
-    uint64_t clock;
-    /* admission to a full cache (ag_graph_admit): uses (graph launches and refused builds) so far, and
-     * the epoch, which moves on every ADMIT_PERIOD uses */
-    uint64_t uses;
+    /* uses (graph launches and builds a full cache refused) so far: the cache's clock; the admission
+     * epoch (ag_graph_admit), which moves on every admit_period() uses, and the uses it has left */
+    uint64_t uses, epoch_left;
     uint32_t epoch;
     uint64_t graphs_built, nodes_patched, graphs_evicted, graphs_released, builds_refused;
     /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
@@ -415,10 +413,15 @@ static uint32_t aged(uint32_t score, uint32_t epoch)
     return d >= 32 ? 0 : score >> d;
 }
 
+/* One more use of the cache (a graph launch, a refused build); a countdown, not a division, on the replay
+ * path. */
 static void used(void)
 {
-    if (++G.uses % admit_period() == 0)
+    G.uses++;
+    if (G.epoch_left-- <= 1) {
         G.epoch++;
+        G.epoch_left = admit_period();
+    }
 }
 
 int ag_graph_admit(ag_variant_t *v)
@@ -428,7 +431,7 @@ int ag_graph_admit(ag_variant_t *v)
     uint32_t victim = 0, low = UINT32_MAX;
     for (uint32_t i = 0; i < G.ngraphs; i++) {
         const ag_graph_t *g = G.graphs[i];
-        uint32_t sc = G.uses - g->used_at >= admit_period() ? 0 : aged(g->score, g->score_epoch);
+        uint32_t sc = G.uses - g->last_launch >= admit_period() ? 0 : aged(g->score, g->score_epoch);
         if (sc < low || (sc == low && g->last_launch < G.graphs[victim]->last_launch))
             victim = i, low = sc;
     }
@@ -641,7 +644,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
         evict_lru_graph();
     /* a graph admitted to a full cache starts with the requests its variant made (ag_graph_admit): else
      * it would be the first to go at the next one */
-    g->score = aged(v->asks, v->asks_epoch), g->score_epoch = G.epoch, g->used_at = G.uses;
+    g->score = aged(v->asks, v->asks_epoch), g->score_epoch = G.epoch, g->last_launch = G.uses;
     v->asks = 0;
     G.graphs[G.ngraphs++] = g;
     G.mem += g->mem;
@@ -851,12 +854,11 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
     }
     if (rr != CUDA_SUCCESS)
         AG_LOG_CAPPED(AG_LOG_WARN, "ordering a graph with its streams failed (CUDA error %d)", (int)rr);
-    g->last_launch = ++G.clock;
     uint32_t sc = aged(g->score, g->score_epoch);
     g->score = sc < SCORE_MAX ? sc + 1 : sc;
     g->score_epoch = G.epoch;
-    g->used_at = G.uses;
     used();
+    g->last_launch = G.uses;
     return CUDA_SUCCESS;
 }
 
@@ -874,6 +876,7 @@ CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
 {
     G.ctx = ctx;
     G.max_graphs = max_graphs;
+    G.epoch_left = admit_period();
     G.stg.size = staging_size;
     G.graphs = calloc(max_graphs, sizeof *G.graphs);
     if (!G.graphs)

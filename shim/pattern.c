@@ -822,18 +822,30 @@ static int collect(ag_learner_t *l, ag_variant_t **out, const uint64_t *first)
         if (first && (!v->len || v->sigs[0] != *first))
             continue;
         uint32_t need = sightings_needed(l, v);
-        if (need && v->seen >= need) {
-            int a = agreement(l, v), k = n < AG_MAX_CANDIDATES ? n : AG_MAX_CANDIDATES;
-            /* kept in order of agreement, the chain's order among equals: v goes after those at least as good */
-            while (k > 0 && score[k - 1] < a) {
-                if (k < AG_MAX_CANDIDATES)
-                    out[k] = out[k - 1], score[k] = score[k - 1];
-                k--;
-            }
-            if (k < AG_MAX_CANDIDATES)
-                out[k] = v, score[k] = a;
-            n++;
+        if (!need || v->seen < need)
+            continue;
+        if (n < AG_MAX_CANDIDATES) {
+            out[n++] = v; /* room for all so far: the chain's order, no ranking (the usual case) */
+            continue;
         }
+        if (n == AG_MAX_CANDIDATES) /* one too many: those kept so far are ranked now, once (stably) */
+            for (int k = 0; k < AG_MAX_CANDIDATES; k++) {
+                ag_variant_t *w = out[k];
+                int j = k, sw = agreement(l, w);
+                for (; j > 0 && score[j - 1] < sw; j--)
+                    out[j] = out[j - 1], score[j] = score[j - 1];
+                out[j] = w, score[j] = sw;
+            }
+        int a = agreement(l, v), k = AG_MAX_CANDIDATES;
+        /* kept in order of agreement, the chain's order among equals: v goes after those at least as good */
+        while (k > 0 && score[k - 1] < a) {
+            if (k < AG_MAX_CANDIDATES)
+                out[k] = out[k - 1], score[k] = score[k - 1];
+            k--;
+        }
+        if (k < AG_MAX_CANDIDATES)
+            out[k] = v, score[k] = a;
+        n++;
     }
     return n;
 }
