@@ -220,9 +220,11 @@ struct engine {
         atomic_int sleeping;           /* the thread waits on state (a post wakes it) */
         atomic_int waiters;            /* settling threads wait on state (the end wakes them) */
         ag_variant_t *v;
-        ag_graph_t *g;
+        ag_graph_t *g; /* where build: NULL until the job built it */
         int patch;  /* 0: a graph just built, nothing to patch */
-        int failed; /* its outcome: FB_PATCH_FAILED or FB_LAUNCH_FAILED (issued eagerly), or 0 */
+        int build;  /* the job builds v's graph first (its chunk's second sighting), then launches it */
+        int failed; /* its outcome: FB_CAPTURE_FAILED, FB_PATCH_FAILED or FB_LAUNCH_FAILED (issued eagerly),
+                     * or 0 */
         uint32_t lost;     /* of those issued eagerly, the operations the driver refused (issue_graph) */
         CUresult lost_err; /* the first one's error */
         uint32_t kernels;
@@ -232,7 +234,7 @@ struct engine {
         size_t arena_used, arena_cap;
         struct held_free *frees;
         uint32_t nfrees, cap_frees;
-        uint64_t patch_ns, launch_ns, host_ns; /* the issuer's time on it */
+        uint64_t build_ns, patch_ns, launch_ns, host_ns; /* the issuer's time on it */
         uint64_t posted_t, start_ns; /* when it was handed over; how long until the issuer began it (0:
                                       * taken back) */
     } job;
@@ -240,7 +242,7 @@ struct engine {
      * (issuer_quit waits for issuer_gone, which the thread sets as it leaves) */
     int issuer;
     atomic_int issuer_gone;
-    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns;
+    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns, job_builds;
     /* Events the program has timed (given to cuEventElapsedTime): a record of one is a barrier, issued
      * at its place in the stream, not after the chunk's graph as the other held records are (which
      * would time the graph's end). Destroying an event forgets it. */
@@ -1020,6 +1022,7 @@ static int staged(void)
  * launch off while it runs (2-3.5 ms on the H200). */
 static int window_before_graph(void)
 {
+    /* (window_open says whether it has anything to do) */
     if (E.cupti_learning)
         cupti_learning(0);
     else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN) {
@@ -1027,6 +1030,14 @@ static int window_before_graph(void)
         return ag_cupti_timing();
     }
     return 0;
+}
+
+/* A learning window is open (this engine's, or another's that times kernels): window_before_graph has work
+ * to do before a graph launch. */
+static int window_open(void)
+{
+    return E.cupti_learning ||
+           (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN);
 }
 
 /* Patches graph g with chunk c's arguments (where patch) and launches it, then records the chunk's events
@@ -1112,9 +1123,25 @@ static void complete(ag_variant_t *v, int may_post)
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
     int fresh = 0;
+    int post = may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() &&
+               !staged() && !gpu_paced();
     if (!g) {
         if (!ag_graph_admit(v)) {
             flush_eager(FB_CACHE_FULL); /* the cache is full of graphs in use: this one waits its turn */
+            return;
+        }
+        /* Built by the issuer (then launched), while the program goes on to the next chunk: a build costs
+         * 50-300 us on the H200, several times what issuing the chunk's launches costs, and a program whose
+         * shapes come back only now and then (text generation, batches of many sizes) builds a graph for
+         * many of its sightings. Not while a learning window is open: it closes before the graph's
+         * launch, and the graph built inline. */
+        if (post && !window_open() && post_job(v, NULL, 0) == 0) {
+            E.graphs_at_second += v->seen <= 2;
+            if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
+                ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations complete: its graph to be built and "
+                       "launched by the issuer", E.idx, E.job.n);
+            ag_learner_succeeded(v);
+            E.replay_host_ns += ag_now_ns() - t0;
             return;
         }
         g = ag_graph_build(&c, v);
@@ -1140,8 +1167,7 @@ static void complete(ag_variant_t *v, int may_post)
                E.idx, E.npending, k, ag_graph_chunk_streams(&c), may_post ? "" : " at a barrier",
                fresh ? "built and launched" : "launched");
     }
-    if (may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
-        !gpu_paced()) {
+    if (post) {
         if (post_job(v, g, !fresh) == 0) {
             ag_learner_succeeded(v);
             E.replay_host_ns += ag_now_ns() - t0;
@@ -1219,16 +1245,30 @@ static void spin_init(void)
     spin_ok = n > 2;
 }
 
-/* Patches and launches job j's graph (issue_graph; the rest is folded in by settle). Reads and writes only
- * j and the engine's graph state, which the program's threads leave alone until the job is settled. */
+/* Builds job j's graph where it has none yet, then patches and launches it (issue_graph; the rest is folded
+ * in by settle). Reads and writes only j, its variant's graph fields (ag_graph_build) and the engine's graph
+ * state, which the program's threads leave alone until the job is settled. A build that fails issues the
+ * chunk's operations as they are, in order, as complete does. */
 static void run_job(struct job *j)
 {
     ag_chunk_t c = {j->ops, j->n, j->arena, j->arena_used};
-    uint64_t took[3];
-    j->failed = issue_graph(j->g, &c, j->frees, j->nfrees, j->patch, 0, took, &j->lost, &j->lost_err);
+    uint64_t took[3] = {0, 0, 0};
+    j->build_ns = 0;
+    if (j->build) {
+        uint64_t t0 = ag_now_ns();
+        j->g = ag_graph_build(&c, j->v);
+        j->build_ns = ag_now_ns() - t0;
+        if (!j->g) {
+            j->failed = FB_CAPTURE_FAILED;
+            j->lost = reissue(j->ops, j->n, j->arena, j->frees, j->nfrees, &j->lost_err);
+            took[2] = ag_now_ns() - t0 - j->build_ns;
+        }
+    }
+    if (j->g)
+        j->failed = issue_graph(j->g, &c, j->frees, j->nfrees, j->patch, 0, took, &j->lost, &j->lost_err);
     j->patch_ns = took[0];
     j->launch_ns = took[1];
-    j->host_ns = took[0] + took[1] + took[2];
+    j->host_ns = j->build_ns + took[0] + took[1] + took[2];
 }
 
 /* Under the lock, the job issued (JOB_DONE): its outcome into the engine's counts; a failed one's graph
@@ -1237,9 +1277,17 @@ static void run_job(struct job *j)
 static void fold_job(void)
 {
     struct job *j = &E.job;
+    E.build_ns += j->build_ns;
     E.patch_ns += j->patch_ns;
     E.launch_ns += j->launch_ns;
     E.issuer_ns += j->host_ns;
+    if (j->build) { /* the variant's graph is its own from now on; one that could not be built never is */
+        if (j->g)
+            j->v->graph = j->g;
+        else
+            j->v->ungraphable = 1;
+        j->build = 0;
+    }
     if (j->start_ns) {
         E.jobs_begun++;
         E.job_start_ns += j->start_ns;
@@ -1248,7 +1296,12 @@ static void fold_job(void)
     if (j->failed) {
         E.graph_launches--;
         E.replayed -= j->kernels;
-        graph_failed(j->v, j->failed);
+        if (j->g) {
+            graph_failed(j->v, j->failed);
+        } else {
+            E.fallbacks[j->failed]++;
+            E.pf_other = 1;
+        }
         reissued(j->lost, j->lost_err);
         j->lost = 0;
     }
@@ -1375,9 +1428,9 @@ static int issuer_start(void)
     return r == 0 ? 1 : -1;
 }
 
-/* Hands the held chunk, variant v with graph g (patch: g needs the chunk's arguments), to the issuer, and
- * empties the pending list into the previous job's buffers. 0, or -1 where there is no issuer (the caller
- * issues it). Called settled (no job in flight). */
+/* Hands the held chunk, variant v with graph g (patch: g needs the chunk's arguments; NULL: the issuer
+ * builds it first), to the issuer, and empties the pending list into the previous job's buffers. 0, or -1
+ * where there is no issuer (the caller issues it). Called settled (no job in flight). */
 static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
 {
     if (!E.issuer)
@@ -1402,7 +1455,8 @@ static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
     SWAP(j->cap_frees, E.cap_frees);
 #undef SWAP
     j->n = E.npending, j->arena_used = E.arena_used, j->nfrees = E.nfrees; /* drained() empties the engine's */
-    j->v = v, j->g = g, j->patch = patch, j->failed = 0, j->kernels = kernels;
+    j->v = v, j->g = g, j->patch = patch, j->build = g == NULL, j->failed = 0, j->kernels = kernels;
+    E.job_builds += g == NULL;
     E.graph_launches++;
     E.replayed += kernels;
     E.jobs++;
@@ -3775,7 +3829,7 @@ typedef struct {
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
-    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns;
+    uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns, job_builds;
     double s_busy_ms, s_span_ms, eager_median, match_median;
     size_t variants, async_ptrs;
     int guard_stopped, ctx_ended;
@@ -3829,6 +3883,7 @@ static void add_totals(void *arg)
     t->pf_held += E.pf_held, t->pf_probe_kernels += E.pf_probe_kernels;
     t->s_windows += E.S.windows, t->s_launches += E.S.launches;
     t->jobs += E.jobs, t->jobs_taken_back += E.jobs_taken_back, t->jobs_waited += E.jobs_waited;
+    t->job_builds += E.job_builds;
     t->job_wait_ns += E.job_wait_ns, t->issuer_ns += E.issuer_ns;
     t->jobs_begun += E.jobs_begun, t->job_start_ns += E.job_start_ns;
     t->s_busy_ms += E.S.busy_ms, t->s_span_ms += E.S.span_ms;
@@ -3989,14 +4044,16 @@ void ag_engine_stats(FILE *f, uint64_t launches)
     const double probe[5] = {(double)t.pf_probes, (double)t.pf_left_eager, (double)t.pf_kept, (double)t.pf_held,
                              (double)t.pf_probe_kernels};
     json_object(f, "profit", probe_names, probe, 5, 0);
-    /* graphs patched and launched by the issuer threads: taken back by the program's thread before the
-     * issuer began them, waited for by a thread that had to observe them, and the issuers' own time; of
-     * those the issuer began, the mean time from the hand-over to its start (its wake-up, where it slept) */
-    static const char *const issuer_names[6] = {"jobs", "taken_back", "waited", "wait_ms", "issuer_ms", "start_us"};
-    const double iss[6] = {(double)t.jobs, (double)t.jobs_taken_back, (double)t.jobs_waited,
+    /* graphs patched and launched by the issuer threads (builds: of those, graphs it built first): taken
+     * back by the program's thread before the issuer began them, waited for by a thread that had to observe
+     * them, and the issuers' own time; of those the issuer began, the mean time from the hand-over to its
+     * start (its wake-up, where it slept) */
+    static const char *const issuer_names[7] = {"jobs", "builds", "taken_back", "waited", "wait_ms", "issuer_ms",
+                                                "start_us"};
+    const double iss[7] = {(double)t.jobs, (double)t.job_builds, (double)t.jobs_taken_back, (double)t.jobs_waited,
                            (double)t.job_wait_ns / 1e6, (double)t.issuer_ns / 1e6,
                            t.jobs_begun ? (double)t.job_start_ns / 1e3 / (double)t.jobs_begun : 0};
-    json_object(f, "issuer", issuer_names, iss, 6, 3);
+    json_object(f, "issuer", issuer_names, iss, 7, 3);
     /* (a window still in flight at exit is not waited for: the driver may be shutting down) GPU time inside our graphs over the span of the sampled windows of replay */
     fprintf(f, "    \"replay_sampled\": {\"windows\": %llu, \"graph_launches\": %llu, \"graph_busy\": ",
             (unsigned long long)t.s_windows, (unsigned long long)t.s_launches);

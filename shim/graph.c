@@ -652,6 +652,7 @@ ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
     G.mixing_legacy += g->legacy >= 0 && g->nstreams > 1;
     return g;
 fail:
+    g->mem = 0; /* (never counted in the cache's) */
     graph_free(g);
     return NULL;
 }

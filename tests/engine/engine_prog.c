@@ -241,6 +241,14 @@ int main(int argc, char **argv)
     int iters = argc > 2 ? atoi(argv[2]) : 30;
     const char *kus = getenv("ENGINE_KERNEL_US");
     axpb_ns = kus ? strtoull(kus, NULL, 10) * 1000 : 0;
+    /* ENGINE_HOST_US: the program's own host work after each launch of the main loop (an interpreter's),
+     * spun; ENGINE_TIME=1: the loop's wall time on stderr ("loop_ms: "), for comparisons by hand */
+    const char *hus = getenv("ENGINE_HOST_US");
+    uint64_t host_ns = hus ? strtoull(hus, NULL, 10) * 1000 : 0;
+    uint64_t loop_t0 = 0;
+    /* ENGINE_LATE_FROM (20): tokens' launches from this one of the 40 on have the token's own grid */
+    const char *lf = getenv("ENGINE_LATE_FROM");
+    int late_from = lf ? atoi(lf) : 20;
     size_t s2[] = {8, 8, 4, 4, 4}, s3[] = {8, 8, 8, 4}, s4[] = {8, 8};
     fakecuda_register_kernel("axpb", k_axpb, 5, s2);
     fakecuda_register_kernel("noise", k_noise, 4, s3);
@@ -427,6 +435,32 @@ int main(int argc, char **argv)
         CK(cuGraphInstantiateWithFlags(&backward, g, 0));
         CK(cuGraphDestroy(g));
     }
+    /* decode: text generation with a static cache whose forward pass the program graphs itself (Hugging
+     * Face's generate() compiles it with cudagraphs), in outline: each token copies its inputs into the
+     * graph's static buffer, launches the program's graph, copies the result out, then runs the token's
+     * eager work (logits processing, sampling) and reads the token back (a sync per token); every token has
+     * the same shapes */
+    int decode = strcmp(which, "decode") == 0;
+    CUgraphExec fwd = NULL;
+    CUdeviceptr stat_in = 0;
+    if (decode) {
+        CUstream cs;
+        CUgraph g;
+        CK(cuMemAlloc(&stat_in, N * sizeof(float)));
+        CK(cuMemsetD32(stat_in, 0, N));
+        CK(cuCtxSynchronize());
+        CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        float a = 0.75f, b = 0.125f;
+        int nn = N;
+        void *p[] = {&stat_in, &stat_in, &a, &b, &nn};
+        for (int k = 0; k < 4; k++)
+            CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, cs, p, NULL));
+        CK(cuStreamEndCapture(cs, &g));
+        CK(cuGraphInstantiateWithFlags(&fwd, g, 0));
+        CK(cuGraphDestroy(g));
+        CK(cuStreamDestroy(cs));
+    }
     CUdeviceptr agz = 0;
     if (autograd) {
         CK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
@@ -585,6 +619,7 @@ int main(int argc, char **argv)
     int (*pause_fn)(int) = NULL, pause_state = 0;
     if (strcmp(which, "pause") == 0)
         *(void **)&pause_fn = dlsym(RTLD_DEFAULT, "autograph_pause");
+    loop_t0 = fc_prog_now_ns();
     for (int it = 0; it < (amp ? 0 : iters); it++) {
         /* flip: graph launches cost 200 us in the first half (plain launches win), and in the second
          * the fake's 3 us against launches of 10 us (the graphs win clearly: at the fake's 2 us a launch
@@ -646,12 +681,19 @@ int main(int argc, char **argv)
             }
             CK(cuEventRecord(join, side));
         }
+        if (decode) {
+            CK(copy_dd(stat_in, x, N * sizeof(float), stream));
+            CK(cuGraphLaunch(fwd, stream));
+            CK(copy_dd(x, stat_in, N * sizeof(float), stream));
+        }
         for (int k = 0; k < 40; k++) {
             float a = 1.0f + 0.001f * (float)k, b = (strcmp(which, "args") == 0) ? 0.01f * (float)it : 0.5f;
             void *p[] = {&y, &x, &a, &b, &len};
-            CK(launch(axpb, late_grid && k >= 20 ? late_grid : grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
+            CK(launch(axpb, late_grid && k >= late_from ? late_grid : grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
+            for (uint64_t t0 = host_ns ? fc_prog_now_ns() : 0; host_ns && fc_prog_now_ns() - t0 < 2 * host_ns;)
+                ;
             if (ctxwait && k == 20) {
                 int v = it + 1;
                 void *m[] = {&mark, &v};
@@ -948,6 +990,8 @@ int main(int argc, char **argv)
         }
     }
     CK(cuCtxSynchronize());
+    if (getenv("ENGINE_TIME"))
+        fprintf(stderr, "loop_ms: %.3f\n", (double)(fc_prog_now_ns() - loop_t0) / 1e6);
     if (oldquery || farquery)
         printf("%s violations %d\n", which, qviolations);
     if (spin)

@@ -45,6 +45,8 @@
  *   thread (default 2000), every graph launch FAKECUDA_GRAPH_NS (default 3000): about what a real
  *   driver costs the host, so that graphs of several launches pay on the fake as they do on a GPU (the
  *   shim times them against plain launches, AUTOGRAPH_PROBE); a test can make them lose, or set 0.
+ *   cuGraphInstantiateWithFlags spins FAKECUDA_INSTANTIATE_NS (default 0) before it takes the fake's lock,
+ *   so that other threads' calls go on meanwhile (the H200's 50-300 us builds, to compare where they run).
  * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
  *   modules loaded after it (a driver may reuse that memory), most recently unloaded first.
  * - FAKECUDA_NO_OWNER=1 makes cuFuncGetModule, cuKernelGetLibrary and cuLibraryGetModule fail, as a driver

@@ -47,6 +47,8 @@ static void fc_once_init(void)
     fc_g.launch_ns = s ? strtoull(s, NULL, 0) : FC_LAUNCH_NS;
     s = getenv("FAKECUDA_GRAPH_NS");
     fc_g.graph_ns = s ? strtoull(s, NULL, 0) : FC_GRAPH_NS;
+    s = getenv("FAKECUDA_INSTANTIATE_NS");
+    fc_g.instantiate_ns = s ? strtoull(s, NULL, 0) : 0;
     s = getenv("FAKECUDA_POOL_BYTES");
     fc_g.pool_limit = s ? strtoull(s, NULL, 0) : 0;
 }
@@ -83,6 +85,12 @@ CUresult fc_enter(int need_ctx)
 }
 
 void fc_leave(void) { pthread_mutex_unlock(&fc_g.mu); }
+
+void fc_spend_instantiate(void)
+{
+    pthread_once(&fc_once, fc_once_init);
+    fc_spend(fc_g.instantiate_ns);
+}
 
 /* Parsed once (under the fake's lock): up to 8 entries of FAKECUDA_FAIL. */
 static struct {

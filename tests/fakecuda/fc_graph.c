@@ -290,7 +290,7 @@ static CUresult fc_instantiate(CUgraphExec *out, CUgraph h, unsigned long long f
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f) { FC_API(1, fc_instantiate(e, g, f)); }
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f) { fc_spend_instantiate(); FC_API(1, fc_instantiate(e, g, f)); }
 
 static CUresult fc_instantiate_params(CUgraphExec *e, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {

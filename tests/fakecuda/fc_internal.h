@@ -203,6 +203,8 @@ typedef struct {
     /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host
      * costs a real driver has, so that the shim's probes can tell whether its graphs pay */
     uint64_t launch_ns, graph_ns;
+    uint64_t instantiate_ns; /* FAKECUDA_INSTANTIATE_NS: host time of a graph's instantiation, spent before
+                              * the fake's lock (a driver builds an exec without holding up other threads) */
     /* FAKECUDA_POOL_BYTES: the stream-ordered pool's size (0: no limit). Memory a free enqueued gives back
      * is at once the stream's again, as CUDA's pool reuses it in stream order. */
     size_t pool_limit, pool_in_use;
@@ -282,6 +284,8 @@ CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq);
 CUresult fc_valop_submit(fc_stream *s, void *addr, uint64_t v, unsigned flags, int is64, int wait);
 uint64_t fc_now_ns(void); /* CLOCK_MONOTONIC */
 void fc_spend(uint64_t ns);
+/* FAKECUDA_INSTANTIATE_NS of host time, outside the fake's lock. */
+void fc_spend_instantiate(void);
 CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync);
 CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync);
 CUresult fc_sync_stream(fc_stream *s, uint64_t seq);

@@ -55,6 +55,10 @@ for i in range(1, n + 1):
         for f in ("plain.err", "shim.err"):
             tail = open(f"{d}/{f}").read().strip().splitlines()[-4:]
             print(f"   {f}: " + " | ".join(tail))
+    for f in ("plain.err", "shim.err"):  # a short run's steps one by one (report.py)
+        m = re.search(r"^steps_ms: (.*)$", open(f"{d}/{f}").read(), re.M) if os.path.exists(f"{d}/{f}") else None
+        if m:
+            print(f"   steps ms {f.split('.')[0]}: {m.group(1)}")
     head = [l for l in plain.splitlines() if not l.startswith(("step ", "round "))][:2]
     if head:
         print("   plain says: " + " | ".join(head))

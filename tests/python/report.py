@@ -91,6 +91,9 @@ def report(losses, parameters, ms, steady_ms):
     # Medians over the last 90% of the steps (after learning): less sensitive to a few disturbed steps
     # than the loop's total. step_us is a whole step; sync_us the part spent waiting in timed_sync().
     tail = len(STEP_US) // 10
+    # A short run's steps one by one (where learning and replay fall): generate's six rounds, for example.
+    if 0 < len(STEP_US) <= 32:
+        print("steps_ms: " + " ".join(f"{us / 1e3:.1f}" for us in STEP_US), file=sys.stderr)
     print(f"step_us: {_median(STEP_US[tail:]):.1f}", file=sys.stderr)
     if SYNC_US:
         print(f"sync_us: {_median(SYNC_US[tail:]):.1f}", file=sys.stderr)
