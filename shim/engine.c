@@ -1022,7 +1022,6 @@ static int staged(void)
  * launch off while it runs (2-3.5 ms on the H200). */
 static int window_before_graph(void)
 {
-    /* (window_open says whether it has anything to do) */
     if (E.cupti_learning)
         cupti_learning(0);
     else if (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN) {
@@ -1030,14 +1029,6 @@ static int window_before_graph(void)
         return ag_cupti_timing();
     }
     return 0;
-}
-
-/* A learning window is open (this engine's, or another's that times kernels): window_before_graph has work
- * to do before a graph launch. */
-static int window_open(void)
-{
-    return E.cupti_learning ||
-           (__atomic_load_n(&g_timer, __ATOMIC_RELAXED) && ag_cupti_mode() == AG_CUPTI_LEARN);
 }
 
 /* Patches graph g with chunk c's arguments (where patch) and launches it, then records the chunk's events
@@ -1125,17 +1116,17 @@ static void complete(ag_variant_t *v, int may_post)
     int fresh = 0;
     int post = may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() &&
                !staged() && !gpu_paced();
+    if (!g && !ag_graph_admit(v)) {
+        flush_eager(FB_CACHE_FULL); /* the cache is full of graphs in use: this one waits its turn */
+        return;
+    }
+    int window = window_before_graph(); /* (a learning window closes before the graph is built) */
     if (!g) {
-        if (!ag_graph_admit(v)) {
-            flush_eager(FB_CACHE_FULL); /* the cache is full of graphs in use: this one waits its turn */
-            return;
-        }
         /* Built by the issuer (then launched), while the program goes on to the next chunk: a build costs
          * 50-300 us on the H200, several times what issuing the chunk's launches costs, and a program whose
          * shapes come back only now and then (text generation, batches of many sizes) builds a graph for
-         * many of its sightings. Not while a learning window is open: it closes before the graph's
-         * launch, and the graph built inline. */
-        if (post && !window_open() && post_job(v, NULL, 0) == 0) {
+         * many of its sightings. */
+        if (!window && post && post_job(v, NULL, 0) == 0) {
             E.graphs_at_second += v->seen <= 2;
             if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
                 ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations complete: its graph to be built and "
@@ -1155,7 +1146,7 @@ static void complete(ag_variant_t *v, int may_post)
         E.build_ns += ag_now_ns() - t0;
         E.graphs_at_second += v->seen <= 2;
     }
-    if (window_before_graph()) {
+    if (window) {
         flush_eager(FB_WINDOW); /* (its graph stays, for the next sighting) */
         return;
     }

@@ -149,11 +149,10 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                          "wait forever. 0: never (such a program hangs)."},
     [AG_OPT_ISSUER] = {"AUTOGRAPH_ISSUER", AG_OPT_ENUM, "thread", "inline|thread",
                        "Who patches and launches a graph whose chunk was completed by a launch (not at a "
-                       "sync), and builds it first at the chunk's second sighting (outside a learning "
-                       "window): 'thread', a thread of the shim's per context, while the program's thread "
-                       "goes on (anything that could observe the work waits for it, or takes it back if the "
-                       "thread has not begun); 'inline', the program's thread itself, before its call "
-                       "returns."},
+                       "sync), and builds it first at the chunk's second sighting: 'thread', a thread of "
+                       "the shim's per context, while the program's thread goes on (anything that could "
+                       "observe the work waits for it, or takes it back if the thread has not begun); "
+                       "'inline', the program's thread itself, before its call returns."},
     [AG_OPT_ISSUER_SPIN_US] = {"AUTOGRAPH_ISSUER_SPIN_US", AG_OPT_INT, "20", "0..1000000",
                                "Microseconds the issuer thread keeps polling for the next chunk after one "
                                "before it sleeps. Woken from sleep it begins a chunk tens of microseconds "
