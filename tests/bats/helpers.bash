@@ -78,6 +78,8 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" fattr(barriers/passed)={'/'.join(str(v) for v in (s.get('function_attribute_sets') or {}).values()) or '-'}"
       f" refused={r.get('reissue_failures', '-')} attrs={s.get('launch_attribute_ids', '-')}"
       f" mixing_legacy={r.get('graphs_mixing_legacy', '-')}"
+      f" issuer(jobs/builds/waited)={'/'.join(str(int((r.get('issuer') or {}).get(k, 0))) for k in ('jobs', 'builds', 'waited'))}"
+      f" build_ms={(r.get('host_ms') or {}).get('graph_build', '-')}"
       f" steady_ms(plain/shim)={steady('plain')}/{steady('shim')}")
 PY
 }
