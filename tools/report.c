@@ -118,6 +118,33 @@ static int replayed_fraction(const ag_json_t *root, double *out)
     return 0;
 }
 
+/* Where the shim's own host time went and what replay saved (ms), where the file has the numbers: graph
+ * builds, patches, graph launches and eager re-issues (on the program's threads or the issuer's: the
+ * issuer's share next), CUPTI's learning windows, and the replay's estimated saving. */
+static void print_costs(const ag_json_t *root)
+{
+    static const char *const parts[][2] = {{"graph_build", "graph builds"}, {"patch", "patches"},
+                                           {"graph_launch", "graph launches"}, {"eager_reissue", "eager re-issues"}};
+    const ag_json_t *h = ag_json_path(root, "replay.host_ms");
+    double v;
+    if (!h || h->type != AG_JSON_OBJECT)
+        return;
+    fputs("shim host time, ms:", stdout);
+    const char *sep = " ";
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (ag_json_number_of(ag_json_get(h, parts[i][0]), &v) == 0) {
+            printf("%s%s %.1f", sep, parts[i][1], v);
+            sep = ", ";
+        }
+    if (ag_json_number_of(ag_json_path(root, "replay.issuer.issuer_ms"), &v) == 0)
+        printf(" (issuer threads %.1f of it)", v);
+    if (ag_json_number_of(ag_json_path(root, "cupti.setup_ms"), &v) == 0)
+        printf("; CUPTI learning windows %.1f", v);
+    if (ag_json_number_of(ag_json_path(root, "replay.host_ms_saved_estimate"), &v) == 0)
+        printf("; saved by replay (estimate, net of matching) %.1f", v);
+    putchar('\n');
+}
+
 static void print_text(const char *path, const ag_json_t *root, const call_t *calls, size_t ncalls, long top)
 {
     const ag_json_t *v;
@@ -135,6 +162,7 @@ static void print_text(const char *path, const ag_json_t *root, const call_t *ca
     printf("kernel launches: %s\n", v && v->type == AG_JSON_NUMBER ? v->text : "(not recorded)");
     if (replayed_fraction(root, &frac) == 0)
         printf("launches replayed from graphs: %.1f%%\n", frac * 100.0);
+    print_costs(root);
 
     for (size_t i = 0; i < ncalls; i++)
         total += calls[i].count;
