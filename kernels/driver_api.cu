@@ -236,11 +236,13 @@ int main(int argc, char **argv) {
   if (args.graph) {
     CUgraph graph;
     CU(cuStreamCreate(&gs, CU_STREAM_NON_BLOCKING));
+    double t0 = ag_now_ms();
     CU(cuStreamBeginCapture(gs, CU_STREAM_CAPTURE_MODE_GLOBAL));
     enqueue(gs, c);
     CU(cuStreamEndCapture(gs, &graph));
     CU(cuGraphInstantiate(&exec, graph, 0));
     CU(cuGraphDestroy(graph));
+    ag_setup_ms = ag_now_ms() - t0; /* (common.h) */
   }
 
   CU(cuCtxSynchronize());

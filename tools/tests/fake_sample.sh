@@ -47,6 +47,7 @@ else
 fi
 if [ $graph = 1 ]; then
     echo "loop_ms: 4.0" >&2
+    echo "setup_ms: 1.0" >&2 # its capture and instantiation before the loop (kernels/common.h)
 elif [ $cupti_off = 1 ]; then
     echo "loop_ms: 6.25" >&2
 elif [ $ab = 1 ]; then
