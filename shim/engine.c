@@ -2359,7 +2359,8 @@ static struct engine *engine_of(CUcontext ctx, int create)
     } else if (!e && m < AG_MAX_ENGINES) {
         e = &engines[m];
         atomic_store_explicit(&e->lock.v, 0, memory_order_relaxed);
-        e->idx = m;
+        if (e->idx != m) /* (engine 0's is 0 already: a thread that selected none reads it meanwhile) */
+            e->idx = m;
         e->ctx = ctx;
         e->S.next_at = SAMPLE_FIRST;
         atomic_store_explicit(&n_engines, m + 1, memory_order_release);

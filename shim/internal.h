@@ -40,9 +40,10 @@
 #endif
 #define AG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AG_TLS __thread __attribute__((tls_model("initial-exec")))
-/* For code that runs when a sanitizer runtime preloaded before us calls dlsym during its own start-up,
- * before it can serve instrumented code. */
-#define AG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+/* For code that runs when a sanitizer runtime preloaded before us (or linked into the program: ThreadSanitizer
+ * resolves its interceptors through dlsym) calls dlsym during its own start-up, before it can serve
+ * instrumented code. */
+#define AG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 typedef enum {
 #define AG_HOOK(kind, name, params, args) AG_ID_##name,

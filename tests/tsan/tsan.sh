@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tsan.sh SRC_DIR BUILD_DIR: builds the shim, fakecuda and the engine's test programs with ThreadSanitizer
+# (in BUILD_DIR/tsan, AUTOGRAPH_TSAN=ON) and runs the cases where the shim's threads meet the program's:
+# the issuer building, patching and launching graphs while the program goes on, a second thread launching
+# into the same stream (autograd), an observer thread querying held records, two contexts, and random
+# programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
+# (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
+# on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
+# BUILD_DIR is itself a sanitizer build.
+set -euo pipefail
+src=$(cd "$1" && pwd)
+b=$2/tsan
+if grep -qE '^AUTOGRAPH_(SANITIZE|TSAN):BOOL=ON' "$2/CMakeCache.txt" 2>/dev/null; then
+    echo "tsan.sh: $2 is a sanitizer build: not nested" >&2
+    exit 77
+fi
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+echo 'int main(void) { return 0; }' >"$probe/t.c"
+if ! cc -fsanitize=thread "$probe/t.c" -o "$probe/t" 2>/dev/null || ! "$probe/t"; then
+    echo "tsan.sh: the compiler cannot build with -fsanitize=thread here" >&2
+    exit 77
+fi
+cmake -S "$src" -B "$b" -DAUTOGRAPH_TSAN=ON -DAUTOGRAPH_SAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$b" -j"$(nproc)" --target autograph fakecuda engine_prog difftest >/dev/null
+export TSAN_OPTIONS="suppressions=$src/tests/tsan/suppressions.txt exitcode=66 report_signal_unsafe=0"
+fail=0
+run() {
+    echo "== $*"
+    "$@" || { fail=1; echo "tsan.sh: FAILED: $*"; }
+}
+# Probes off: they judge speed, which ThreadSanitizer changes.
+E="$src/tests/engine/engine.sh"
+EXPECT="r['issuer']['builds'] >= 20" run bash "$E" "$b" tokens 144 0 AUTOGRAPH_PROBE=off
+run bash "$E" "$b" decode 100 0 AUTOGRAPH_PROBE=off
+for c in sync autograd autograd_step observer_held observer_alt twostreams ctxwait farquery; do
+    run bash "$E" "$b" "$c" 60 0 AUTOGRAPH_PROBE=off
+done
+D="$src/tests/difftest/difftest.sh"
+DT_EXPECT="s['replay']['issuer']['builds'] >= 100" run bash "$D" "$b" 0 100
+run bash "$D" "$b" 2000 100 "--buckets 6"
+run bash "$D" "$b" 2200 60 --twoctx
+run bash "$D" "$b" 1900 60 --observer
+run bash "$D" "$b" 2400 60 --farquery
+exit $fail
