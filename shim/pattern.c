@@ -636,9 +636,19 @@ static void add_name(ag_seglen_t *s, uint64_t name)
     s->names[0] = name;
 }
 
+/* Point from's entry: its own among the two of its set, or the one it is to take (an empty one, else the
+ * one with fewer votes). Points are named by hashes of the program's kernel handles, which move with where
+ * the driver loads them: with one entry per set, two points that alternate and shared it (1 run in about
+ * 300 of difftest.directed.unload_others_*) took it from each other at every barrier, and neither was
+ * ever renamed after. */
 static struct ag_succ *succ_slot(ag_learner_t *l, uint64_t from)
 {
-    return &l->succ[(from ^ (from >> 32)) % AG_SUCC_SLOTS];
+    struct ag_succ *a = &l->succ[(size_t)((from ^ (from >> 32)) % (AG_SUCC_SLOTS / 2)) * 2], *b = a + 1;
+    if (a->from == from || b->from == from)
+        return a->from == from ? a : b;
+    if (!a->from || !b->from)
+        return a->from ? b : a;
+    return a->votes <= b->votes ? a : b;
 }
 
 static int rename_was_wrong(const ag_learner_t *l, uint64_t from, uint64_t to)

@@ -300,7 +300,7 @@ typedef struct {
     uint64_t period_searches; /* searches of the window for a period (each reads all of it) */
 
     /* Renaming a new point after a known one (ag_learner_rename): the point each known one is usually
-     * followed by (direct-mapped by the earlier one; a majority count), the points the segment starting
+     * followed by (two-way sets by the earlier one; a majority count), the points the segment starting
      * now may be renamed to at its first operation (0: none), the point it was renamed from (0: not
      * renamed), and the renamings found wrong (the last AG_RENAME_WRONG of them) */
     struct ag_succ {
