@@ -533,4 +533,4 @@ int ag_attr_value_size(CUlaunchAttributeID id)
     }
 }
 
-_Atomic uint64_t ag_attr_ids_seen;
+uint64_t ag_attr_ids_seen; /* (through __atomic builtins only: clang takes no _Atomic object there) */

@@ -216,7 +216,7 @@ AG_HOT uint64_t ag_op_sig(const ag_op_t *o, uint64_t *shape_free);
 int ag_attr_value_size(CUlaunchAttributeID id);
 /* The launch attribute ids of the launches captured into graphs (bit id; bit 63: 63 and above), for the
  * statistics; noted as a chunk is captured (ag_graph_build), not on the launch path. */
-extern _Atomic uint64_t ag_attr_ids_seen;
+extern uint64_t ag_attr_ids_seen;
 static inline void ag_attr_seen(CUlaunchAttributeID id)
 {
     uint64_t bit = 1ULL << ((unsigned)id < 63 ? (unsigned)id : 63);
