@@ -988,7 +988,8 @@ static void sample_end(int k, CUstream s, CUresult launched)
     }
 }
 
-static int post_job(ag_variant_t *v, ag_graph_t *g, int patch);
+static void post_job(ag_variant_t *v, ag_graph_t *g, int patch);
+static int issuer_ready(void);
 
 /* A graph launch now would be one of the replay sampling's (or collect a window): made by the program's
  * thread, where the sample's events are. */
@@ -1074,15 +1075,15 @@ static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_fre
     return failed;
 }
 
-/* Under the lock: variant v's graph failed (issue_graph's reason) and its work ran eagerly. Its exec may
- * hold a mix of old and new arguments now: it is released (a variant whose launch failed is never
- * graphed again). */
+/* Under the lock: variant v's graph failed (issue_graph's reason, or an issuer's build: FB_CAPTURE_FAILED)
+ * and its work ran eagerly. Its exec may hold a mix of old and new arguments now: it is released (a variant
+ * whose launch or build failed is never graphed again). */
 static void graph_failed(ag_variant_t *v, int reason)
 {
     E.fallbacks[reason]++;
     E.pf_other = 1;
     ag_graph_release(v, NULL);
-    if (reason == FB_LAUNCH_FAILED)
+    if (reason == FB_LAUNCH_FAILED || reason == FB_CAPTURE_FAILED)
         v->ungraphable = 1;
 }
 
@@ -1114,27 +1115,18 @@ static void complete(ag_variant_t *v, int may_post)
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
     int fresh = 0;
-    int post = may_post && E.issuer >= 0 && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() &&
-               !staged() && !gpu_paced();
+    int post = may_post && ag_opt(AG_OPT_ISSUER)->num == AG_ISSUER_THREAD && !sampling() && !staged() &&
+               !gpu_paced() && issuer_ready();
     if (!g && !ag_graph_admit(v)) {
         flush_eager(FB_CACHE_FULL); /* the cache is full of graphs in use: this one waits its turn */
         return;
     }
     int window = window_before_graph(); /* (a learning window closes before the graph is built) */
-    if (!g) {
-        /* Built by the issuer (then launched), while the program goes on to the next chunk: a build costs
-         * 50-300 us on the H200, several times what issuing the chunk's launches costs, and a program whose
-         * shapes come back only now and then (text generation, batches of many sizes) builds a graph for
-         * many of its sightings. */
-        if (!window && post && post_job(v, NULL, 0) == 0) {
-            E.graphs_at_second += v->seen <= 2;
-            if (AG_UNLIKELY(AG_LOG_ON(AG_LOG_TRACE)))
-                ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations complete: its graph to be built and "
-                       "launched by the issuer", E.idx, E.job.n);
-            ag_learner_succeeded(v);
-            E.replay_host_ns += ag_now_ns() - t0;
-            return;
-        }
+    /* A graph to build is built by the issuer where it takes the chunk (then launched there), while the
+     * program goes on to the next chunk: a build costs 50-300 us on the H200, several times what issuing
+     * the chunk's launches costs, and a program whose shapes come back only now and then (text generation,
+     * batches of many sizes) builds a graph for many of its sightings. */
+    if (!g && (window || !post)) {
         g = ag_graph_build(&c, v);
         if (!g) {
             v->ungraphable = 1;
@@ -1144,8 +1136,8 @@ static void complete(ag_variant_t *v, int may_post)
         v->graph = g;
         fresh = 1;
         E.build_ns += ag_now_ns() - t0;
-        E.graphs_at_second += v->seen <= 2;
     }
+    E.graphs_at_second += (fresh || !g) && v->seen <= 2;
     if (window) {
         flush_eager(FB_WINDOW); /* (its graph stays, for the next sighting) */
         return;
@@ -1156,14 +1148,13 @@ static void complete(ag_variant_t *v, int may_post)
             k += E.pending[i].kind == OP_KERNEL;
         ag_log(AG_LOG_TRACE, "engine %d: chunk of %u operations (%u kernels, %d streams) complete%s: its graph %s",
                E.idx, E.npending, k, ag_graph_chunk_streams(&c), may_post ? "" : " at a barrier",
-               fresh ? "built and launched" : "launched");
+               !g ? "to be built and launched by the issuer" : fresh ? "built and launched" : "launched");
     }
     if (post) {
-        if (post_job(v, g, !fresh) == 0) {
-            ag_learner_succeeded(v);
-            E.replay_host_ns += ag_now_ns() - t0;
-            return;
-        }
+        post_job(v, g, g && !fresh);
+        ag_learner_succeeded(v);
+        E.replay_host_ns += ag_now_ns() - t0;
+        return;
     }
     uint64_t took[3];
     uint32_t lost;
@@ -1272,13 +1263,9 @@ static void fold_job(void)
     E.patch_ns += j->patch_ns;
     E.launch_ns += j->launch_ns;
     E.issuer_ns += j->host_ns;
-    if (j->build) { /* the variant's graph is its own from now on; one that could not be built never is */
-        if (j->g)
-            j->v->graph = j->g;
-        else
-            j->v->ungraphable = 1;
-        j->build = 0;
-    }
+    if (j->build && j->g) /* the variant's graph from now on (one that could not be built: graph_failed) */
+        j->v->graph = j->g;
+    j->build = 0;
     if (j->start_ns) {
         E.jobs_begun++;
         E.job_start_ns += j->start_ns;
@@ -1287,12 +1274,7 @@ static void fold_job(void)
     if (j->failed) {
         E.graph_launches--;
         E.replayed -= j->kernels;
-        if (j->g) {
-            graph_failed(j->v, j->failed);
-        } else {
-            E.fallbacks[j->failed]++;
-            E.pf_other = 1;
-        }
+        graph_failed(j->v, j->failed);
         reissued(j->lost, j->lost_err);
         j->lost = 0;
     }
@@ -1419,15 +1401,20 @@ static int issuer_start(void)
     return r == 0 ? 1 : -1;
 }
 
-/* Hands the held chunk, variant v with graph g (patch: g needs the chunk's arguments; NULL: the issuer
- * builds it first), to the issuer, and empties the pending list into the previous job's buffers. 0, or -1
- * where there is no issuer (the caller issues it). Called settled (no job in flight). */
-static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
+/* Under the lock: the engine's issuer thread runs (started at the first hand-over); 0 where it cannot be
+ * started, or its context ended (the program's thread issues its graphs from then on). */
+static int issuer_ready(void)
 {
     if (!E.issuer)
         E.issuer = issuer_start();
-    if (E.issuer < 0)
-        return -1;
+    return E.issuer > 0;
+}
+
+/* Hands the held chunk, variant v with graph g (patch: g needs the chunk's arguments; NULL: the issuer
+ * builds it first), to the issuer (issuer_ready), and empties the pending list into the previous job's
+ * buffers. Called settled (no job in flight). */
+static void post_job(ag_variant_t *v, ag_graph_t *g, int patch)
+{
     struct job *j = &E.job;
     uint32_t kernels = 0;
     for (uint32_t i = 0; i < E.npending; i++)
@@ -1456,7 +1443,6 @@ static int post_job(ag_variant_t *v, ag_graph_t *g, int patch)
     atomic_store(&j->state, JOB_POSTED);
     if (atomic_load(&j->sleeping))
         futex_wake(&j->state, 1);
-    return 0;
 }
 
 /* ---- the state machine ---- */

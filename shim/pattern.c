@@ -813,6 +813,18 @@ static int agreement(const ag_learner_t *l, const ag_variant_t *v)
     return a;
 }
 
+/* v, of agreement a, into the *n (at most AG_MAX_CANDIDATES) candidates out[] kept in order of agreement,
+ * after those at least as good (the chain's order among equals); the last one goes where there is no room. */
+static void rank_insert(ag_variant_t **out, int *score, int *n, ag_variant_t *v, int a)
+{
+    int k = *n < AG_MAX_CANDIDATES ? (*n)++ : AG_MAX_CANDIDATES;
+    for (; k > 0 && score[k - 1] < a; k--)
+        if (k < AG_MAX_CANDIDATES)
+            out[k] = out[k - 1], score[k] = score[k - 1];
+    if (k < AG_MAX_CANDIDATES)
+        out[k] = v, score[k] = a;
+}
+
 /* The candidates at the chunk's start (whose first operation is *first, where not NULL): fills out[] with
  * at most AG_MAX_CANDIDATES of them and returns how many there are in all. Where there are more, those whose
  * chunks before them agree best with the chunks closed now (agreement) are kept, then the bucket chain's
@@ -838,23 +850,15 @@ static int collect(ag_learner_t *l, ag_variant_t **out, const uint64_t *first)
             out[n++] = v; /* room for all so far: the chain's order, no ranking (the usual case) */
             continue;
         }
-        if (n == AG_MAX_CANDIDATES) /* one too many: those kept so far are ranked now, once (stably) */
-            for (int k = 0; k < AG_MAX_CANDIDATES; k++) {
-                ag_variant_t *w = out[k];
-                int j = k, sw = agreement(l, w);
-                for (; j > 0 && score[j - 1] < sw; j--)
-                    out[j] = out[j - 1], score[j] = score[j - 1];
-                out[j] = w, score[j] = sw;
-            }
-        int a = agreement(l, v), k = AG_MAX_CANDIDATES;
-        /* kept in order of agreement, the chain's order among equals: v goes after those at least as good */
-        while (k > 0 && score[k - 1] < a) {
-            if (k < AG_MAX_CANDIDATES)
-                out[k] = out[k - 1], score[k] = score[k - 1];
-            k--;
+        int kept = AG_MAX_CANDIDATES;
+        if (n == AG_MAX_CANDIDATES) { /* one too many: those kept so far are ranked now, once (stably) */
+            ag_variant_t *w[AG_MAX_CANDIDATES];
+            memcpy(w, out, sizeof w);
+            kept = 0;
+            for (int k = 0; k < AG_MAX_CANDIDATES; k++)
+                rank_insert(out, score, &kept, w[k], agreement(l, w[k]));
         }
-        if (k < AG_MAX_CANDIDATES)
-            out[k] = v, score[k] = a;
+        rank_insert(out, score, &kept, v, agreement(l, v));
         n++;
     }
     return n;

@@ -44,8 +44,7 @@ static void k_axpb(void **args, const fakecuda_dims_t *d)
     (void)d;
     for (int i = 0; i < n; i++)
         y[i] = a * x[i] + b;
-    for (uint64_t t0 = axpb_ns ? fc_prog_now_ns() : 0; axpb_ns && fc_prog_now_ns() - t0 < axpb_ns;)
-        ;
+    fc_prog_spin(axpb_ns);
 }
 
 /* y[i] += x[i] */
@@ -692,8 +691,7 @@ int main(int argc, char **argv)
             CK(launch(axpb, late_grid && k >= late_from ? late_grid : grid, 1, 1, 32, 1, 1, 0, stream, p, NULL));
             void *q[] = {&x, &y, &a, &b, &len};
             CK(launch(axpb, 1, 1, 1, 32, 1, 1, 0, stream, q, NULL));
-            for (uint64_t t0 = host_ns ? fc_prog_now_ns() : 0; host_ns && fc_prog_now_ns() - t0 < 2 * host_ns;)
-                ;
+            fc_prog_spin(2 * host_ns);
             if (ctxwait && k == 20) {
                 int v = it + 1;
                 void *m[] = {&mark, &v};
