@@ -80,6 +80,9 @@ enum { JOB_IDLE, JOB_POSTED, JOB_RUNNING, JOB_DONE, JOB_QUIT };
 /* A settling thread spins this long for the job's end before it sleeps (the issuer, for the next job:
  * AUTOGRAPH_ISSUER_SPIN_US; neither spins where the process may run on two CPUs or fewer). */
 #define SETTLE_SPIN_NS 50000
+/* a sampled eager launch's own time over 10 us, and over 1 ms, is counted apart: something it set off */
+#define EAGER_OWN_LONG_NS 10000
+#define EAGER_OWN_LONGER_NS 1000000
 
 /* The clock reads inside a sampled launch (sample_ts below); the phases lie between them. */
 enum { TS_RECORD, TS_LOCKED, TS_MATCHED, TS_COPIED, TS_COUNT };
@@ -289,8 +292,12 @@ struct engine {
      * in a hundred moves by its share of the time slice */
     uint32_t matched_ns[AG_SAMPLER_RING];
     /* the engine's own time for a launch it does not hold back, from its entry to the driver call
-     * (sampled as host_ns_per_match is): what a program that never repeats pays per launch */
-    atomic_ullong eager_own_ns, eager_own_timed;
+     * (sampled as host_ns_per_match is): what a program that never repeats pays per launch. Its mean
+     * takes in what such a launch may set off (held work issued, a graph built, a CUPTI window opened:
+     * milliseconds, once): the median, and the samples over EAGER_OWN_LONG_NS and EAGER_OWN_LONGER_NS
+     * apart, tell the kinds apart (a sampled attach alone could move a mean over 148 samples by 56 us) */
+    ag_sampler_t eager_own;
+    atomic_ullong eager_own_long[2], eager_own_long_ns[2], eager_own_max;
     /* the CUPTI guard: attached while learning (AUTOGRAPH_CUPTI=learn; cupti_learning is with the hot
      * fields); deferral stops for good after a call no hook saw, in learn mode (detached during replay,
      * CUPTI could not see it again). guarded_at: operation count when the window last guarded new work;
@@ -2558,6 +2565,21 @@ static inline void prefetch_arrive(uint32_t args)
         __builtin_prefetch(E.arena + off, 1);
 }
 
+/* A sampled launch the engine did not hold back: its own time, up to the driver's call. */
+static void eager_own_timed(uint64_t ns)
+{
+    ag_sampler_add(&E.eager_own, ns);
+    if (ns > EAGER_OWN_LONG_NS) {
+        int k = ns > EAGER_OWN_LONGER_NS;
+        atomic_fetch_add_explicit(&E.eager_own_long[k], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&E.eager_own_long_ns[k], ns, memory_order_relaxed);
+        unsigned long long m = atomic_load_explicit(&E.eager_own_max, memory_order_relaxed);
+        while (ns > m && !atomic_compare_exchange_weak_explicit(&E.eager_own_max, &m, ns, memory_order_relaxed,
+                                                                memory_order_relaxed))
+            ;
+    }
+}
+
 AG_HOT static CUresult kernel_common(kcall_t *c)
 {
     unsigned tick = sample_tick++;
@@ -2624,9 +2646,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
             uint64_t t1 = 0; /* on a sampled launch: the end of the engine's part, the driver's start */
             if (t0) {
                 t1 = ag_now_ns();
-                atomic_fetch_add_explicit(&E.eager_own_ns, t1 - t0 > E.timer_ns ? t1 - t0 - E.timer_ns : 0,
-                                          memory_order_relaxed);
-                atomic_fetch_add_explicit(&E.eager_own_timed, 1, memory_order_relaxed);
+                eager_own_timed(t1 - t0 > E.timer_ns ? t1 - t0 - E.timer_ns : 0);
             }
             return issue_now(eager_kernel, c, sig, 1, op, t1);
         }
@@ -3805,7 +3825,9 @@ typedef struct {
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed, distant_passed, distant_not_ready;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
-    uint64_t eager_own_ns, eager_own_timed, match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
+    uint64_t eager_own_ns, eager_own_timed, eager_own_long[2], eager_own_long_ns[2], eager_own_max, eager_own_best_n;
+    double eager_own_median;
+    uint64_t match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
     uint64_t jobs, jobs_taken_back, jobs_waited, job_wait_ns, issuer_ns, jobs_begun, job_start_ns, job_builds;
     double s_busy_ms, s_span_ms, eager_median, match_median;
@@ -3851,7 +3873,18 @@ static void add_totals(void *arg)
     t->frees_held += E.frees_held, t->frees_oom_released += E.frees_oom_released, t->stalls += E.stalls;
     t->build_ns += E.build_ns, t->patch_ns += E.patch_ns, t->launch_ns += E.launch_ns;
     t->reissue_ns += E.reissue_ns, t->copy_wait_ns += atomic_load(&E.copy_wait_ns);
-    t->eager_own_ns += atomic_load(&E.eager_own_ns), t->eager_own_timed += atomic_load(&E.eager_own_timed);
+    uint64_t own_n = atomic_load(&E.eager_own.n);
+    t->eager_own_ns += atomic_load(&E.eager_own.sum), t->eager_own_timed += own_n;
+    for (int k = 0; k < 2; k++) {
+        t->eager_own_long[k] += atomic_load(&E.eager_own_long[k]);
+        t->eager_own_long_ns[k] += atomic_load(&E.eager_own_long_ns[k]);
+    }
+    if (atomic_load(&E.eager_own_max) > t->eager_own_max)
+        t->eager_own_max = atomic_load(&E.eager_own_max);
+    if (own_n > t->eager_own_best_n) { /* as eager_median below */
+        t->eager_own_best_n = own_n;
+        t->eager_own_median = ag_sampler_median(&E.eager_own);
+    }
     for (int i = 0; i < TS_COUNT + 1; i++)
         t->match_phase_ns[i] += E.match_phase_ns[i];
     t->match_phased += E.match_phased;
@@ -3940,6 +3973,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"host_ns_per_match_to_lock\": %.1f,\n"
                "    \"host_ns_per_eager_launch\": %.1f,\n    \"host_ns_per_eager_launch_median\": %.1f,\n"
                "    \"host_ns_engine_per_eager_launch\": %.1f,\n"
+               "    \"host_ns_engine_per_eager_launch_median\": %.1f,\n"
+               "    \"eager_launches_engine_long\": {\"sampled\": %llu, \"10us_1ms\": %llu, \"10us_1ms_ms\": %.3f, \"over_1ms\": %llu, \"over_1ms_ms\": %.3f, \"max_us\": %.1f},\n"
                "    \"launches_eager_through_engine\": %llu,\n    \"host_ns_engine_per_launch\": %.1f,\n"
                "    \"rests\": %llu,\n    \"segments_rested\": %llu,\n    \"rests_ended_by_operations\": %llu,\n"
                "    \"host_ms_saved_estimate\": %.3f,\n    \"variants\": %zu,\n"
@@ -3971,7 +4006,10 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)gs.released,
             (unsigned long long)t.graph_launches,
             (unsigned long long)gs.patched,
-            per_match, t.match_median, per_match_lock, per_eager, eager_median, per_own, (unsigned long long)t.eager_kernels, per_launch,
+            per_match, t.match_median, per_match_lock, per_eager, eager_median, per_own, t.eager_own_median,
+            (unsigned long long)t.eager_own_timed, (unsigned long long)t.eager_own_long[0], (double)t.eager_own_long_ns[0] / 1e6,
+            (unsigned long long)t.eager_own_long[1], (double)t.eager_own_long_ns[1] / 1e6,
+            (double)t.eager_own_max / 1e3, (unsigned long long)t.eager_kernels, per_launch,
             (unsigned long long)t.rests, (unsigned long long)t.rested_segments,
             (unsigned long long)t.rest_ended_by_ops, saved_ms, t.variants,
             (unsigned long long)t.copies_out, (unsigned long long)gs.thread_stages,

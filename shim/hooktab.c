@@ -63,6 +63,7 @@ static size_t family_len(const char *name)
 }
 
 unsigned char ag_hook_per_thread[AG_ID_COUNT];
+unsigned char ag_bar_class[AG_ID_COUNT];
 
 void ag_hooktab_init(void)
 {
@@ -76,6 +77,11 @@ void ag_hooktab_init(void)
         size_t len = strlen(n);
         ag_hook_per_thread[id] =
             len > 5 && (strcmp(n + len - 5, "_ptsz") == 0 || strcmp(n + len - 5, "_ptds") == 0);
+        unsigned k = ag_hook_kinds[id];
+        ag_bar_class[id] = strstr(n, "Synchronize")            ? AG_BAR_SYNC
+                           : strstr(n, "Query")                ? AG_BAR_QUERY
+                           : k == AG_KIND_GRAPH || k == AG_KIND_CAPTURE ? AG_BAR_GRAPH
+                                                                : AG_BAR_OTHER;
 
         size_t fl = family_len(n);
         h = hash_bytes(n, fl) % AG_TABLE_SLOTS;

@@ -299,6 +299,23 @@ static inline void ag_wait_done(void)
     if (AG_UNLIKELY(ag_wait_engine != NULL))
         ag_engine_waited();
 }
+/* Barrier hooks' host time, engine on or off (interpose.c times every call but the shim's own): the
+ * engine's part (the held work issued first, a replay's wait weighed after) and the driver's (for a sync,
+ * the wait for the GPU), by class: syncs, queries, the program's graph launches and captures, the rest.
+ * A run with AUTOGRAPH_SCOPE=off gives the same program's driver waits without deferral beside it. */
+enum { AG_BAR_SYNC, AG_BAR_QUERY, AG_BAR_GRAPH, AG_BAR_OTHER, AG_BAR_CLASSES };
+typedef struct {
+    atomic_ullong calls, engine_ns, driver_ns;
+} ag_bar_time_t;
+extern ag_bar_time_t ag_bar_times[AG_BAR_CLASSES];
+extern unsigned char ag_bar_class[AG_ID_COUNT];
+static inline void ag_bar_timed(ag_id_t id, uint64_t engine_ns, uint64_t driver_ns)
+{
+    ag_bar_time_t *b = &ag_bar_times[ag_bar_class[id]];
+    atomic_fetch_add_explicit(&b->calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->engine_ns, engine_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->driver_ns, driver_ns, memory_order_relaxed);
+}
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */

@@ -127,6 +127,7 @@ static int expand_path(const char *pattern, char *out, size_t outlen)
 }
 
 ag_sampler_t ag_passthru_launches, ag_passthru_memops;
+ag_bar_time_t ag_bar_times[AG_BAR_CLASSES];
 AG_TLS unsigned ag_passthru_tick, ag_passthru_mtick;
 
 void ag_sampler_add(ag_sampler_t *s, uint64_t ns)
@@ -243,6 +244,14 @@ static int write_json(const char *path, const uint64_t *tot)
     fprintf(f, "  \"passthrough_memops_timed\": %llu,\n  \"passthrough_memop_ns_median\": %.1f,\n"
                "  \"passthrough_memop_ns_mean\": %.1f,\n", (unsigned long long)pm, ag_sampler_median(&ag_passthru_memops),
             pm ? (double)atomic_load(&ag_passthru_memops.sum) / (double)pm : 0.0);
+    static const char *const bar_names[AG_BAR_CLASSES] = {"syncs", "queries", "graphs", "other"};
+    fputs("  \"barrier_host_ms\": {", f);
+    for (int i = 0; i < AG_BAR_CLASSES; i++)
+        fprintf(f, "%s\"%s\": {\"calls\": %llu, \"engine\": %.3f, \"driver\": %.3f}", i ? ", " : "", bar_names[i],
+                (unsigned long long)atomic_load(&ag_bar_times[i].calls),
+                (double)atomic_load(&ag_bar_times[i].engine_ns) / 1e6,
+                (double)atomic_load(&ag_bar_times[i].driver_ns) / 1e6);
+    fputs("},\n", f);
     ag_engine_stats(f, launches_of(tot));
     ag_cupti_stats(f);
     fprintf(f, "}\n");

@@ -145,6 +145,45 @@ static void print_costs(const ag_json_t *root)
     putchar('\n');
 }
 
+/* The engine's own time on the launches it did not hold back (sampled): typical, and how much of it a few
+ * long ones took (a launch that set off held work's issue, a graph's build, a CUPTI window). */
+static void print_eager_own(const ag_json_t *root)
+{
+    const ag_json_t *l = ag_json_path(root, "replay.eager_launches_engine_long");
+    double med, mean, n, k1, ms1, k2, ms2, max;
+    if (!l || ag_json_number_of(ag_json_path(root, "replay.host_ns_engine_per_eager_launch_median"), &med) ||
+        ag_json_number_of(ag_json_path(root, "replay.host_ns_engine_per_eager_launch"), &mean) ||
+        ag_json_number_of(ag_json_get(l, "sampled"), &n) || ag_json_number_of(ag_json_get(l, "10us_1ms"), &k1) ||
+        ag_json_number_of(ag_json_get(l, "10us_1ms_ms"), &ms1) || ag_json_number_of(ag_json_get(l, "over_1ms"), &k2) ||
+        ag_json_number_of(ag_json_get(l, "over_1ms_ms"), &ms2) || ag_json_number_of(ag_json_get(l, "max_us"), &max) ||
+        n <= 0)
+        return;
+    printf("engine on launches not held back: median %.0f ns, mean %.0f ns over %.0f sampled; %.0f of them "
+           "10 us-1 ms (%.2f ms), %.0f over 1 ms (%.2f ms), longest %.0f us\n",
+           med, mean, n, k1, ms1, k2, ms2, max);
+}
+
+/* The barrier hooks' host time by class: the engine's part, and the driver's (a sync's wait for the GPU). */
+static void print_barriers(const ag_json_t *root)
+{
+    static const char *const classes[] = {"syncs", "queries", "graphs", "other"};
+    const ag_json_t *b = ag_json_get(root, "barrier_host_ms");
+    if (!b || b->type != AG_JSON_OBJECT)
+        return;
+    fputs("barriers, ms:", stdout);
+    const char *sep = " ";
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+        const ag_json_t *c = ag_json_get(b, classes[i]);
+        double n, e, d;
+        if (!c || ag_json_number_of(ag_json_get(c, "calls"), &n) || ag_json_number_of(ag_json_get(c, "engine"), &e) ||
+            ag_json_number_of(ag_json_get(c, "driver"), &d) || n <= 0)
+            continue;
+        printf("%s%s %.0f calls, engine %.2f, driver %.2f", sep, classes[i], n, e, d);
+        sep = "; ";
+    }
+    puts(*sep == ' ' ? " none" : "");
+}
+
 static void print_text(const char *path, const ag_json_t *root, const call_t *calls, size_t ncalls, long top)
 {
     const ag_json_t *v;
@@ -163,6 +202,8 @@ static void print_text(const char *path, const ag_json_t *root, const call_t *ca
     if (replayed_fraction(root, &frac) == 0)
         printf("launches replayed from graphs: %.1f%%\n", frac * 100.0);
     print_costs(root);
+    print_eager_own(root);
+    print_barriers(root);
 
     for (size_t i = 0; i < ncalls; i++)
         total += calls[i].count;

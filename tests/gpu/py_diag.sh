@@ -5,7 +5,10 @@
 # replayed, and which fallbacks?). Not a test (nothing is asserted); on the GPU machine:
 #   PY_RUNS="python3 tests/python/attention.py --steps 40; python3 tests/python/generate.py --steps 6" \
 #       bash tests/gpu/py_diag.sh
-# PLAIN_TWICE=0 skips the second plain run; RUN_TIMEOUT (300) limits each run, in seconds; OUT (default a temporary folder) keeps every run's output.
+# PLAIN_TWICE=0 skips the second plain run; PASSTHRU=1 adds a run under the shim with AUTOGRAPH_SCOPE=off
+# (every call straight to the driver, timed: its syncs' waits for the GPU beside the default run's, where
+# held work would make them longer); RUN_TIMEOUT (300) limits each run, in seconds; OUT (default a
+# temporary folder) keeps every run's output.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/gpu/shim_built.sh
@@ -31,6 +34,10 @@ for cmd in "${runs[@]}"; do
     timeout "${RUN_TIMEOUT:-300}" bash -c "export LD_PRELOAD='$lib' AUTOGRAPH_STATS='$d/stats.json'; exec $cmd" \
         >"$d/shim.out" 2>"$d/shim.err"
     echo $? >"$d/shim.rc"
+    if [ "${PASSTHRU:-0}" = 1 ]; then
+        timeout "${RUN_TIMEOUT:-300}" bash -c "export LD_PRELOAD='$lib' AUTOGRAPH_SCOPE=off AUTOGRAPH_STATS='$d/passthru.json'; exec $cmd" \
+            >"$d/passthru.out" 2>"$d/passthru.err"
+    fi
 done
 python3 - "$out" "$n" <<'PY'
 import json, os, re, sys
@@ -75,4 +82,18 @@ for i in range(1, n + 1):
     extra = {k: r.get(k, s.get(k)) for k in keys if r.get(k, s.get(k))}
     print(f"   launches {L}, replayed {rep} ({100.0 * rep / max(L, 1):.1f}%), graphs {r.get('graphs_built')}, "
           f"graph launches {r.get('graph_launches')}, fallbacks {fb}, profit {r.get('profit')}, {extra}")
+    lo = r.get("eager_launches_engine_long")
+    if lo:
+        print(f"   engine on launches not held back: median {r.get('host_ns_engine_per_eager_launch_median', 0):.0f} ns, "
+              f"mean {r.get('host_ns_engine_per_eager_launch', 0):.0f} ns; {lo}")
+    for name, f in (("shim", "stats.json"), ("pass-through", "passthru.json")):
+        try:
+            b = json.load(open(f"{d}/{f}")).get("barrier_host_ms", {})
+        except (OSError, ValueError):
+            continue
+        print(f"   barriers ms, {name}: " + "; ".join(f"{k} {v['calls']} calls, engine {v['engine']:.2f}, driver {v['driver']:.2f}"
+                                                  for k, v in b.items() if v["calls"]))
+    if os.path.exists(f"{d}/passthru.err"):
+        print(f"   steady ms pass-through {ms(d + '/passthru.err'):.1f}; output "
+              f"{'identical' if open(d + '/passthru.out').read() == plain else 'DIFFERENT'}")
 PY
