@@ -58,6 +58,15 @@
  * - FAKECUDA_STRICT_EVENTS=1: an event handle that was destroyed (and not handed out again) given to
  *   cuEventRecord, cuStreamWaitEvent, cuEventQuery, cuEventSynchronize or cuEventDestroy aborts the
  *   process with a message: what a shim that issued held work naming an event after its destroy did.
+ * - A modeled device (FAKECUDA_DEVICE_NS, default 0: off): the fake still runs work when it is observed,
+ *   but each kernel, copy and memset also takes FAKECUDA_DEVICE_NS of a device that runs one operation at
+ *   a time, from its launch call or when the operation before it ends, in the order submitted; a graph
+ *   starts FAKECUDA_GRAPH_DEVICE_NS late (either variable turns the model on). A sync, a blocking copy or
+ *   memset and every other wait for work returns no earlier than the device gets there, spinning outside
+ *   the fake's lock (other threads' calls go on meanwhile); a stream or event query before then answers
+ *   CUDA_ERROR_NOT_READY; the stand-in libcupti gets each kernel's modeled start and end. So a program
+ *   whose host outruns its kernels waits at its syncs as on a GPU, and work the shim holds back past the
+ *   moment it would have run shows in the time (tests/engine/model_ab.sh).
  * - FAKECUDA_POOL_BYTES limits the memory cuMemAllocAsync hands out and no enqueued free has given
  *   back (a free gives it back when enqueued, as CUDA's pool reuses memory in the stream's order);
  *   beyond it the allocation fails with CUDA_ERROR_OUT_OF_MEMORY. Unset or 0: no limit.

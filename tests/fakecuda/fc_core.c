@@ -15,6 +15,7 @@
 
 fc_state fc_g;
 _Thread_local int fc_tl_in_work;
+_Thread_local uint64_t fc_tl_wait_until;
 _Thread_local CUstreamCaptureMode fc_tl_capmode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static _Thread_local fc_ctx *tl_ctx_stack[32];
 static _Thread_local int tl_ctx_depth;
@@ -49,6 +50,11 @@ static void fc_once_init(void)
     fc_g.graph_ns = s ? strtoull(s, NULL, 0) : FC_GRAPH_NS;
     s = getenv("FAKECUDA_INSTANTIATE_NS");
     fc_g.instantiate_ns = s ? strtoull(s, NULL, 0) : 0;
+    s = getenv("FAKECUDA_DEVICE_NS");
+    fc_g.dev_ns = s ? strtoull(s, NULL, 0) : 0;
+    s = getenv("FAKECUDA_GRAPH_DEVICE_NS");
+    fc_g.dev_graph_ns = s ? strtoull(s, NULL, 0) : 0;
+    fc_g.dev_on = fc_g.dev_ns || fc_g.dev_graph_ns;
     s = getenv("FAKECUDA_POOL_BYTES");
     fc_g.pool_limit = s ? strtoull(s, NULL, 0) : 0;
 }
@@ -66,6 +72,14 @@ void fc_spend(uint64_t ns)
         return;
     uint64_t end = fc_now_ns() + ns;
     while (fc_now_ns() < end)
+        ;
+}
+
+void fc_dev_wait(void)
+{
+    uint64_t t = fc_tl_wait_until;
+    fc_tl_wait_until = 0;
+    while (t && fc_now_ns() < t)
         ;
 }
 

@@ -101,6 +101,14 @@ uint64_t fc_cupti_kernel_start(void)
 /* One device runs one kernel at a time: each starts no earlier than the last one ended and lasts at
  * least a nanosecond, so busy time never exceeds the wall time of the stand-in's clock. Called under
  * the fake's lock, which guards last_end. */
+/* A kernel's run on the modeled device (FAKECUDA_DEVICE_NS): its span as the model has it. */
+void fc_cupti_kernel_span(uint64_t start, uint64_t end, uint32_t correlation)
+{
+    fakecupti_kernel_fn *fn = atomic_load_explicit(&kernel_fn, memory_order_acquire);
+    if (fn)
+        fn(start, end > start ? end : start + 1, correlation);
+}
+
 void fc_cupti_kernel_end(uint64_t start, uint32_t correlation)
 {
     static uint64_t last_end;

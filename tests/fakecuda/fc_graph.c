@@ -434,6 +434,7 @@ static CUresult fc_graph_launch(CUgraphExec hx, CUstream hs, int ptds)
     for (size_t i = 0; i < n; i++)
         if (!indeg[i]) ready[nready++] = i;
     fc_g.stats.graphs_launched++;
+    fc_g.dev_graph_first = 1; /* the modeled device starts the graph FAKECUDA_GRAPH_DEVICE_NS late */
     while (nready && !r) {
         size_t pick = fc_rand() % nready, i = ready[pick];
         ready[pick] = ready[--nready];
@@ -442,6 +443,7 @@ static CUresult fc_graph_launch(CUgraphExec hx, CUstream hs, int ptds)
             for (size_t k = 0; k < x->nodes[j]->ndeps; k++)
                 if (x->nodes[j]->deps[k] == x->nodes[i] && --indeg[j] == 0) ready[nready++] = j;
     }
+    fc_g.dev_graph_first = 0; /* (a graph of empty nodes only) */
     free(indeg);
     free(ready);
     return r;

@@ -86,6 +86,7 @@ typedef struct fc_op {
     int kind, from_graph;
     uint64_t seq;
     uint32_t correlation; /* CUPTI's id of the traced call that enqueued it (0: none), for its kernel record */
+    uint64_t dev_start, dev_end; /* FAKECUDA_DEVICE_NS: when the modeled device runs it (CLOCK_MONOTONIC ns) */
     fc_dep *deps;
     size_t ndeps;
     fc_launch kl;
@@ -115,6 +116,7 @@ struct fc_stream {
     uint64_t id;
     fc_op *head, *tail;
     uint64_t last_seq, done_seq, queried_seq;
+    uint64_t dev_end, dev_done_end; /* the modeled device's end of its last op submitted, of its last run */
     int destroyed; /* destroyed by the app: leaves fc_g.streams once its work has run */
     fc_capture *cap;
     fc_node **capdeps;
@@ -127,6 +129,7 @@ typedef struct fc_event {
     unsigned flags;
     fc_stream *rs;
     uint64_t rseq, ts, ts_seq, queried_seq;
+    uint64_t dev_at; /* the modeled device reaches its latest record then */
     int recorded;
     fc_capture *cap; /* recorded in this capture: waits join it */
     fc_node **capdeps;
@@ -208,6 +211,10 @@ typedef struct {
     /* FAKECUDA_POOL_BYTES: the stream-ordered pool's size (0: no limit). Memory a free enqueued gives back
      * is at once the stream's again, as CUDA's pool reuses it in stream order. */
     size_t pool_limit, pool_in_use;
+    /* The modeled device (FAKECUDA_DEVICE_NS, FAKECUDA_GRAPH_DEVICE_NS; off while both are 0): dev_free_at,
+     * when it has run everything submitted; dev_graph_first: the next op submitted is a graph's first */
+    int dev_on, dev_graph_first;
+    uint64_t dev_ns, dev_graph_ns, dev_free_at;
 } fc_state;
 
 extern fc_state fc_g;
@@ -216,6 +223,14 @@ extern _Thread_local CUstreamCaptureMode fc_tl_capmode;
 /* The CUPTI correlation id of the entry point this thread is in (0: an untraced one, or none): ops
  * take it when made, so a kernel's activity record names the launch, or the cuGraphLaunch, behind it. */
 extern _Thread_local uint32_t fc_tl_correlation;
+/* The modeled device: the time the calling thread waits for once out of the fake's lock (a sync's wait
+ * does not hold up other threads' calls), raised by fc_dev_until; fc_dev_wait spins to it. */
+extern _Thread_local uint64_t fc_tl_wait_until;
+static inline void fc_dev_until(uint64_t t)
+{
+    if (t > fc_tl_wait_until) fc_tl_wait_until = t;
+}
+void fc_dev_wait(void);
 
 #define FC_LEGACY 0
 #define FC_PTDS 1
@@ -242,6 +257,7 @@ int fc_inject(const char *func);
         if (fc_r_ == CUDA_SUCCESS && fc_inject(__func__)) fc_r_ = CUDA_ERROR_UNKNOWN;              \
         else if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                            \
         fc_leave();                                                                                \
+        fc_dev_wait();                                                                             \
         fc_tl_correlation = fc_outer_;                                                             \
         if (cbid) fc_cupti_api(cbid, name, 1);                                                     \
         return fc_r_;                                                                              \
@@ -304,6 +320,7 @@ void fc_cupti_graph(const void *exec);
  * with the correlation id of the op that ran it. */
 uint64_t fc_cupti_kernel_start(void);
 void fc_cupti_kernel_end(uint64_t start, uint32_t correlation);
+void fc_cupti_kernel_span(uint64_t start, uint64_t end, uint32_t correlation);
 
 /* graphs and capture */
 fc_node *fc_node_new(fc_graph *g, CUgraphNodeType type, fc_node *const *deps, size_t ndeps);

@@ -138,6 +138,15 @@ CUresult fc_submit(fc_stream *s, fc_op *op, uint64_t *seq)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     op->seq = ++fc_g.seq;
+    if (fc_g.dev_on) { /* one op at a time, in the order submitted, from now or when the last one ends */
+        uint64_t now = fc_now_ns();
+        op->dev_start = now > fc_g.dev_free_at ? now : fc_g.dev_free_at;
+        if (fc_g.dev_graph_first) op->dev_start += fc_g.dev_graph_ns, fc_g.dev_graph_first = 0;
+        int busy = op->kind == FC_OP_KERNEL || op->kind == FC_OP_COPY || op->kind == FC_OP_MEMSET;
+        op->dev_end = op->dev_start + (busy ? fc_g.dev_ns : 0);
+        fc_g.dev_free_at = s->dev_end = op->dev_end;
+        if (op->kind == FC_OP_EVREC) op->ev->dev_at = op->dev_end;
+    }
     if (op->kind == FC_OP_KERNEL) fc_g.stats.kernels_queued++;
     if (s->tail) s->tail->next = op;
     else s->head = op;
@@ -180,7 +189,8 @@ static void fc_exec_head(fc_stream *s)
         for (unsigned i = 0; i < k->nparams; i++) args[i] = op->kl.buf + k->offsets[i];
         uint64_t t0 = fc_cupti_kernel_start();
         k->fn(args, &op->kl.dims);
-        fc_cupti_kernel_end(t0, op->correlation);
+        if (fc_g.dev_on) fc_cupti_kernel_span(op->dev_start, op->dev_end, op->correlation);
+        else fc_cupti_kernel_end(t0, op->correlation);
         fc_g.stats.kernels_executed++;
         break;
     }
@@ -203,6 +213,7 @@ static void fc_exec_head(fc_stream *s)
     fc_g.stats.ops_executed++;
     if (op->from_graph) fc_g.stats.nodes_executed++;
     s->done_seq = op->seq;
+    s->dev_done_end = op->dev_end;
     fc_op_free(op);
     /* A destroyed stream leaves the list with its last work (every submission and step walks the list;
      * ops that wait on it keep the object, which stays allocated). */
@@ -237,6 +248,9 @@ static CUresult fc_run(fc_stream *target, uint64_t seq)
         }
         fc_exec_head(ready[fc_rand() % n]);
     }
+    /* the modeled device reaches the work waited for only then (the last op run of the target: its
+     * ops run in order, and the loop stops at seq; every stream's last for a context-wide wait) */
+    if (fc_g.dev_on) fc_dev_until(target ? target->dev_done_end : fc_g.dev_free_at);
     CUresult r = fc_g.async_err;
     fc_g.async_err = CUDA_SUCCESS;
     return r;
@@ -353,6 +367,7 @@ static CUresult fc_stream_query(CUstream h, int ptds)
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (!r) r = fc_sync_prologue(s, 1);
     if (r) return r;
+    if (fc_g.dev_on && fc_now_ns() < s->dev_end) return CUDA_ERROR_NOT_READY; /* the modeled device is not there */
     if (s->done_seq >= s->last_seq) return CUDA_SUCCESS;
     if (tl_passive) return CUDA_ERROR_NOT_READY;
     /* A wait for work that is done is no work left: a stream whose queue holds only such waits has
@@ -535,6 +550,10 @@ static CUresult fc_event_wait(CUevent h, int query)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     if (!query) fc_g.stats.syncs++;
+    if (fc_g.dev_on && e->recorded) { /* the modeled device reaches the record then */
+        if (query && fc_now_ns() < e->dev_at) return CUDA_ERROR_NOT_READY;
+        fc_dev_until(e->dev_at);
+    }
     if (fc_event_done(e)) return CUDA_SUCCESS;
     if (query && tl_passive) return CUDA_ERROR_NOT_READY;
     if (query && fc_g.query_not_ready && e->queried_seq < e->rseq) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fakecuda.h"
@@ -758,6 +759,64 @@ static void test_lists(void)
     OK(cuMemFree(x));
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The modeled device (FAKECUDA_DEVICE_NS, FAKECUDA_GRAPH_DEVICE_NS: set by the CTest fakecuda.selftest_device,
+ * long enough that nothing here can take longer): work runs one op at a time from its launch, a sync
+ * returns no earlier than the device reaches what it waits for, a query before then answers "not ready",
+ * a graph starts FAKECUDA_GRAPH_DEVICE_NS late; results are those of the unmodeled fake. */
+static void test_device(uint64_t dev, uint64_t graph_dev)
+{
+    CUstream s;
+    CUevent ev;
+    CUdeviceptr d;
+    int host[8];
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    OK(cuMemAlloc(&d, sizeof host));
+    OK(cuMemsetD32(d, 0, 8)); /* (a sync memset: waits for the device) */
+    uint64_t t0 = now_ns();
+    launch_add(s, d, 1, 8);
+    launch_add(s, d, 2, 8);
+    OK(cuEventRecord(ev, s));
+    launch_add(s, d, 4, 8);
+    ERR(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+    ERR(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    OK(cuEventSynchronize(ev));
+    CHECK(now_ns() - t0 >= 2 * dev);
+    OK(cuStreamSynchronize(s));
+    CHECK(now_ns() - t0 >= 3 * dev);
+    OK(cuStreamQuery(s));
+    OK(cuEventQuery(ev));
+    OK(cuMemcpyDtoH(host, d, sizeof host));
+    CHECK(host[0] == 7 && host[7] == 7);
+
+    CUgraph g;
+    CUgraphExec x;
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    launch_add(s, d, 8, 8);
+    launch_add(s, d, 16, 8);
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    t0 = now_ns();
+    OK(cuGraphLaunch(x, s));
+    ERR(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    OK(cuCtxSynchronize());
+    CHECK(now_ns() - t0 >= graph_dev + 2 * dev);
+    OK(cuMemcpyDtoH(host, d, sizeof host));
+    CHECK(host[0] == 31 && host[7] == 31);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFree(d));
+    OK(cuEventDestroy(ev));
+    OK(cuStreamDestroy(s));
+}
+
 int main(void)
 {
     size_t add_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
@@ -780,6 +839,15 @@ int main(void)
     OK(cuModuleLoadData(&mod, "fakecuda-module v1"));
     OK(cuModuleGetFunction(&f_add, mod, "add"));
     OK(cuModuleGetFunction(&f_scale, mod, "scale"));
+    const char *dev = getenv("FAKECUDA_DEVICE_NS"), *gdev = getenv("FAKECUDA_GRAPH_DEVICE_NS");
+    if (dev && atoll(dev) > 0) { /* fakecuda.selftest_device: the modeled device alone */
+        test_device(strtoull(dev, NULL, 0), gdev ? strtoull(gdev, NULL, 0) : 0);
+        OK(cuModuleUnload(mod));
+        OK(cuDevicePrimaryCtxRelease(0));
+        fprintf(failures ? stderr : stdout, "fakecuda selftest (modeled device): %s\n",
+                failures ? "failed" : "all checks passed");
+        return failures ? 1 : 0;
+    }
     test_memory();
     test_launch();
     test_ordering();
