@@ -64,7 +64,9 @@
  *   starts FAKECUDA_GRAPH_DEVICE_NS late (either variable turns the model on). A sync, a blocking copy or
  *   memset and every other wait for work returns no earlier than the device gets there, spinning outside
  *   the fake's lock (other threads' calls go on meanwhile); a stream or event query before then answers
- *   CUDA_ERROR_NOT_READY; the stand-in libcupti gets each kernel's modeled start and end. So a program
+ *   CUDA_ERROR_NOT_READY (with FAKECUDA_DEVICE_QUERIES=0 it runs the work and answers CUDA_SUCCESS, as
+ *   without the model: for programs whose results depend on their queries' answers, which the times then
+ *   decide); the stand-in libcupti gets each kernel's modeled start and end. So a program
  *   whose host outruns its kernels waits at its syncs as on a GPU, and work the shim holds back past the
  *   moment it would have run shows in the time (tests/engine/model_ab.sh).
  * - FAKECUDA_POOL_BYTES limits the memory cuMemAllocAsync hands out and no enqueued free has given

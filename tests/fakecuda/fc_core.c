@@ -55,6 +55,8 @@ static void fc_once_init(void)
     s = getenv("FAKECUDA_GRAPH_DEVICE_NS");
     fc_g.dev_graph_ns = s ? strtoull(s, NULL, 0) : 0;
     fc_g.dev_on = fc_g.dev_ns || fc_g.dev_graph_ns;
+    s = getenv("FAKECUDA_DEVICE_QUERIES");
+    fc_g.dev_queries = fc_g.dev_on && (!s || atoi(s) != 0);
     s = getenv("FAKECUDA_POOL_BYTES");
     fc_g.pool_limit = s ? strtoull(s, NULL, 0) : 0;
 }

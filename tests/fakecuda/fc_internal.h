@@ -213,7 +213,7 @@ typedef struct {
     size_t pool_limit, pool_in_use;
     /* The modeled device (FAKECUDA_DEVICE_NS, FAKECUDA_GRAPH_DEVICE_NS; off while both are 0): dev_free_at,
      * when it has run everything submitted; dev_graph_first: the next op submitted is a graph's first */
-    int dev_on, dev_graph_first;
+    int dev_on, dev_graph_first, dev_queries; /* dev_queries: FAKECUDA_DEVICE_QUERIES (default 1) */
     uint64_t dev_ns, dev_graph_ns, dev_free_at;
 } fc_state;
 

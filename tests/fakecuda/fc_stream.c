@@ -367,7 +367,7 @@ static CUresult fc_stream_query(CUstream h, int ptds)
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (!r) r = fc_sync_prologue(s, 1);
     if (r) return r;
-    if (fc_g.dev_on && fc_now_ns() < s->dev_end) return CUDA_ERROR_NOT_READY; /* the modeled device is not there */
+    if (fc_g.dev_queries && fc_now_ns() < s->dev_end) return CUDA_ERROR_NOT_READY; /* the modeled device is not there */
     if (s->done_seq >= s->last_seq) return CUDA_SUCCESS;
     if (tl_passive) return CUDA_ERROR_NOT_READY;
     /* A wait for work that is done is no work left: a stream whose queue holds only such waits has
@@ -551,7 +551,7 @@ static CUresult fc_event_wait(CUevent h, int query)
     }
     if (!query) fc_g.stats.syncs++;
     if (fc_g.dev_on && e->recorded) { /* the modeled device reaches the record then */
-        if (query && fc_now_ns() < e->dev_at) return CUDA_ERROR_NOT_READY;
+        if (query && fc_g.dev_queries && fc_now_ns() < e->dev_at) return CUDA_ERROR_NOT_READY;
         fc_dev_until(e->dev_at);
     }
     if (fc_event_done(e)) return CUDA_SUCCESS;
