@@ -6,7 +6,10 @@
     each two-GPU mode, plain's median steady loop over the shim's and over CUPTI off's (above 1: faster).
   ratios.py amp DIR STEPS SAME: run.sh's part amp (torch_amp.py runs of STEPS steps: DIR/a_plain.err,
     a_all.err and a_all.json, a_ab.err; SAME: whether their outputs were identical): plain's median step
-    over the shim's, the in-process A/B, and what the shim's statistics say of the replay."""
+    over the shim's, the in-process A/B, and what the shim's statistics say of the replay.
+  ratios.py gen DIR: run.sh's part gen (py_diag.sh rounds with PASSTHRU=1 in DIR/rep*/run1): plain's median
+    steady loop over the shim's and over pass-through's, whether every output was identical, the syncs'
+    driver time (their wait for the GPU) and engine time under each, the engine's long eager launches."""
 import json
 import os
 import re
@@ -78,6 +81,60 @@ def amp(d, steps, same):
     return line
 
 
+def steady_ms(path):
+    try:
+        with open(path) as f:
+            m = re.search(r"steady_ms: ([0-9.]+)", f.read())
+        return float(m.group(1)) if m else None
+    except OSError:
+        return None
+
+
+def gen(d):
+    reps = sorted(os.path.join(d, r, "run1") for r in os.listdir(d) if r.startswith("rep")) if os.path.isdir(d) else []
+    ms = {k: [] for k in ("plain", "shim", "passthru")}
+    syncs = {k: [] for k in ("stats", "passthru")}
+    longs, same = [], True
+    for run in reps:
+        for k in ms:
+            v = steady_ms(os.path.join(run, k + ".err"))
+            if v is not None:
+                ms[k].append(v)
+        outs = []
+        for k in ("plain", "shim", "passthru"):
+            try:
+                with open(os.path.join(run, k + ".out")) as f:
+                    outs.append(f.read())
+            except OSError:
+                outs.append(None)
+        same &= bool(outs[0]) and all(o == outs[0] for o in outs)
+        for k in syncs:
+            try:
+                with open(os.path.join(run, k + ".json")) as f:
+                    s = json.load(f)
+            except (OSError, ValueError):
+                continue
+            syncs[k].append(s.get("barrier_host_ms", {}).get("syncs", {}))
+            if k == "stats" and "eager_launches_engine_long" in s.get("replay", {}):
+                longs.append(s["replay"]["eager_launches_engine_long"])
+    if not ms["plain"] or not ms["shim"]:
+        return "- (no runs)"
+    p = statistics.median(ms["plain"])
+    line = f"steady ms plain {p:.1f}, the shim {statistics.median(ms['shim']):.1f} ({p / statistics.median(ms['shim']):.3f}x)"
+    if ms["passthru"]:
+        line += f", pass-through {statistics.median(ms['passthru']):.1f} ({p / statistics.median(ms['passthru']):.3f}x)"
+    line += f"; identical {'yes' if same else 'NO'}"
+    for k, name in (("stats", "the shim"), ("passthru", "pass-through")):
+        if syncs[k]:
+            line += (f"; syncs under {name}: driver {statistics.median(x.get('driver', 0) for x in syncs[k]):.1f} ms, "
+                     f"engine {statistics.median(x.get('engine', 0) for x in syncs[k]):.1f} ms")
+    if longs:
+        line += "; long eager launches " + ", ".join(
+            f"{x.get('10us_1ms', 0)}+{x.get('over_1ms', 0)} of {x.get('sampled', 0)} "
+            f"({x.get('10us_1ms_ms', 0) + x.get('over_1ms_ms', 0):.1f} ms)" for x in longs)
+    return line + f"; {len(reps)} rounds"
+
+
 def replayed(s):
     return f"{100.0 * s['replay']['launches_replayed'] / max(1, s['launches']):.1f}%"
 
@@ -87,5 +144,7 @@ if __name__ == "__main__":
         print(multi(sys.argv[2]))
     elif len(sys.argv) == 5 and sys.argv[1] == "amp":
         print(amp(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "gen":
+        print(gen(sys.argv[2]))
     else:
-        sys.exit("usage: ratios.py multi DIR | ratios.py amp DIR STEPS SAME")
+        sys.exit("usage: ratios.py multi DIR | ratios.py amp DIR STEPS SAME | ratios.py gen DIR")

@@ -145,4 +145,26 @@ with tempfile.TemporaryDirectory() as tmp:
     got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "ratios.py"), "amp", tmp, "10", "yes"],
                          capture_output=True, text=True, check=True).stdout.strip()
 assert got == want + " | with AUTOGRAPH_SEGMENT_KEY=exact: 1250 us (1.120x), replayed 50.0%, graphs built 30", got
+# the `gen` part: the steady loops' medians, the outputs compared, the syncs' times, the long eager launches
+with tempfile.TemporaryDirectory() as tmp:
+    for r, (pl, sh, pt, drv) in enumerate(((330.0, 380.0, 335.0, 40.0), (320.0, 390.0, 325.0, 44.0))):
+        run = os.path.join(tmp, f"rep{r + 1}", "run1")
+        os.makedirs(run)
+        for k, v in (("plain", pl), ("shim", sh), ("passthru", pt)):
+            with open(os.path.join(run, k + ".err"), "w") as f:
+                f.write(f"loop_ms: 1.0\nsteady_ms: {v}\n")
+            with open(os.path.join(run, k + ".out"), "w") as f:
+                f.write("round 0 tokens ab\n")
+        with open(os.path.join(run, "stats.json"), "w") as f:
+            json.dump({"barrier_host_ms": {"syncs": {"calls": 264, "engine": 2.0, "driver": drv}},
+                       "replay": {"eager_launches_engine_long": {"sampled": 148, "10us_1ms": 3, "10us_1ms_ms": 0.5,
+                                                                 "over_1ms": 1, "over_1ms_ms": 8.0}}}, f)
+        with open(os.path.join(run, "passthru.json"), "w") as f:
+            json.dump({"barrier_host_ms": {"syncs": {"calls": 264, "engine": 0.1, "driver": 20.0}}}, f)
+    got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "ratios.py"), "gen", tmp],
+                         capture_output=True, text=True, check=True).stdout.strip()
+want = ("steady ms plain 325.0, the shim 385.0 (0.844x), pass-through 330.0 (0.985x); identical yes; syncs under the "
+        "shim: driver 42.0 ms, engine 2.0 ms; syncs under pass-through: driver 20.0 ms, engine 0.1 ms; long eager "
+        "launches 3+1 of 148 (8.5 ms), 3+1 of 148 (8.5 ms); 2 rounds")
+assert got == want, got
 print("report.py helpers, tests/gpu/ratios.py and every workload's syntax: ok")
