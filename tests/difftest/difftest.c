@@ -253,6 +253,10 @@ static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) *
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
 static int g_farquery; /* --farquery: the program queries an event it recorded 34 or more operations before */
+/* --poll: a query that ends a step (SY_EVQUERY, SY_STQUERY) is repeated until it answers done, as a program
+ * that busy-waits on an event does; its results are read then. Without it a "not ready" answer leaves them
+ * for a later sync, so where the answers follow the times (fakecuda's modeled device) so does the output. */
+static int g_poll;
 static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
 /* --buckets N: a launch whose shape varies takes, each iteration, one of N grid sizes, the same bucket for
  * every such launch of the iteration, in an order drawn from the program's seed (a loader that pads each
@@ -656,13 +660,21 @@ static void exec_op(prog_t *p, int idx, int it)
             DT_CK(S, cuEventSynchronize(p->ev_sync));
             covered(p);
             break;
-        case SY_EVQUERY:
+        case SY_EVQUERY: { /* (--poll: the answers before the last one are not hashed: how many, the times say) */
             DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
-            if (DT_CKQ(S, cuEventQuery(p->ev_sync)) == CUDA_SUCCESS) covered(p);
+            CUresult q = cuEventQuery(p->ev_sync);
+            while (g_poll && q == CUDA_ERROR_NOT_READY)
+                q = cuEventQuery(p->ev_sync);
+            if (DT_CKQ(S, q) == CUDA_SUCCESS) covered(p);
             break;
-        case SY_STQUERY:
-            if (DT_CKQ(S, cuStreamQuery(p->s_main)) == CUDA_SUCCESS) covered(p);
+        }
+        case SY_STQUERY: {
+            CUresult q = cuStreamQuery(p->s_main);
+            while (g_poll && q == CUDA_ERROR_NOT_READY)
+                q = cuStreamQuery(p->s_main);
+            if (DT_CKQ(S, q) == CUDA_SUCCESS) covered(p);
             break;
+        }
         }
         break;
     case OP_FORK: {
@@ -1145,10 +1157,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
         else if (!strcmp(argv[i], "--farquery")) g_farquery = 1;
         else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
+        else if (!strcmp(argv[i], "--poll")) g_poll = 1;
         else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) g_buckets = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--farquery] [--twoctx] [--buckets N]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--farquery] [--twoctx] [--buckets N] [--poll]\n", argv[0]);
             return 2;
         }
     }
