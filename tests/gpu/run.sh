@@ -576,13 +576,14 @@ want multi && mark multi "$multi_line"
 
 # Text generation with a static cache (generate.py --static --sample: the program's own graph per token,
 # torch.compile's): the shim was 1.16x slower in the one pair of runs the forty-third session made.
-# GEN_REPS (3) interleaved rounds of py_diag.sh with PASSTHRU=1 (plain, the shim, the shim passing every
+# GEN_REPS (3) interleaved rounds of py_diag.sh with PASSTHRU=1 (GEN_STEPS, 12, generate() rounds a run, the
+# test's 6 being mostly learning; plain, the shim, the shim passing every
 # call through); medians of the steady loop, the syncs' driver time (their wait for the GPU) and engine
 # time, and the engine's long eager launches: where the shim's time goes, with the wait beside it.
 gen_line="-"
 if want gen && python3 -c "import transformers" 2>/dev/null; then
     for r in $(seq "${GEN_REPS:-3}"); do
-        OUT=$T/gen/rep$r PASSTHRU=1 PLAIN_TWICE=0 PY_RUNS="python3 tests/python/generate.py --steps 6 --static --sample" \
+        OUT=$T/gen/rep$r PASSTHRU=1 PLAIN_TWICE=0 PY_RUNS="python3 tests/python/generate.py --steps ${GEN_STEPS:-12} --static --sample" \
             bash tests/gpu/py_diag.sh >"$OUT/gen_rep$r.txt" 2>&1
     done
     gen_line=$(python3 tests/gpu/ratios.py gen "$T/gen")
