@@ -44,4 +44,7 @@ run bash "$D" "$b" 2000 100 "--buckets 6"
 run bash "$D" "$b" 2200 60 --twoctx
 run bash "$D" "$b" 1900 60 --observer
 run bash "$D" "$b" 2400 60 --farquery
+# fakecuda's modeled device: syncs that wait outside the fake's lock while the issuer and the side thread
+# go on, queries answered "not ready" until the device gets there (the programs poll them)
+FAKECUDA_DEVICE_NS=2000 FAKECUDA_GRAPH_DEVICE_NS=1000 run bash "$D" "$b" 5200 60 --poll
 exit $fail
