@@ -22,7 +22,7 @@
 # PY_HALF=1 or 2 sets CTEST_REGEX to one of two halves (1: the five heaviest and the two text-generation
 # tests, 474 s; 2: the rest, 417 s; a call has 600), so the whole suite takes three calls: CTEST_EXCLUDE=bats.python, then PY_HALF=1, PY_HALF=2.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
-# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS), bench; the
+# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS), bench; the
 # build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -576,13 +576,14 @@ want multi && mark multi "$multi_line"
 
 # Text generation with a static cache (generate.py --static --sample: the program's own graph per token,
 # torch.compile's): the shim was 1.16x slower in the one pair of runs the forty-third session made.
-# GEN_REPS (3) interleaved rounds of py_diag.sh with PASSTHRU=1 (GEN_STEPS, 12, generate() rounds a run, the
-# test's 6 being mostly learning; plain, the shim, the shim passing every
+# GEN_REPS (2) interleaved rounds of py_diag.sh with PASSTHRU=1 (GEN_STEPS, 12, generate() rounds a run, the
+# test's 6 being mostly learning; about 50 s a run by the Bats test's 78 s for two of 6 rounds, so 300 s for
+# the part: a device call of its own; plain, the shim, the shim passing every
 # call through); medians of the steady loop, the syncs' driver time (their wait for the GPU) and engine
 # time, and the engine's long eager launches: where the shim's time goes, with the wait beside it.
 gen_line="-"
 if want gen && python3 -c "import transformers" 2>/dev/null; then
-    for r in $(seq "${GEN_REPS:-3}"); do
+    for r in $(seq "${GEN_REPS:-2}"); do
         OUT=$T/gen/rep$r PASSTHRU=1 PLAIN_TWICE=0 PY_RUNS="python3 tests/python/generate.py --steps ${GEN_STEPS:-12} --static --sample" \
             bash tests/gpu/py_diag.sh >"$OUT/gen_rep$r.txt" 2>&1
     done
@@ -612,7 +613,7 @@ echo "torch_geometric GCN, in-process A/B, medians of ${GCN_REPS:-3}: $gcn_line"
 echo "residual CNN (cuDNN), in-process A/B, medians of ${CNN_REPS:-3}: $cnn_line"
 echo "probes: plain, default and AUTOGRAPH_PROBE=off (loop ms, medians of 3):"
 printf '%s' "$probe_line"
-echo "text generation, static cache (generate.py --static --sample), medians of ${GEN_REPS:-3}: $gen_line"
+echo "text generation, static cache (generate.py --static --sample), medians of ${GEN_REPS:-2}: $gen_line"
 echo "chunk plans, modeled against halving (loop ms, medians of ${PLAN_REPS:-3}):"
 printf '%s' "$plan_line"
 echo "launch_bound against its hand graph, by chunking (medians of ${PLAN_REPS:-3}): $lbc_line"
