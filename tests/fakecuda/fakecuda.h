@@ -66,7 +66,8 @@
  *   the fake's lock (other threads' calls go on meanwhile); a stream or event query before then answers
  *   CUDA_ERROR_NOT_READY (with FAKECUDA_DEVICE_QUERIES=0 it runs the work and answers CUDA_SUCCESS, as
  *   without the model: for programs whose results depend on their queries' answers, which the times then
- *   decide); the stand-in libcupti gets each kernel's modeled start and end. So a program
+ *   decide); cuEventElapsedTime gives the modeled time between two records, and the stand-in libcupti
+ *   each kernel's modeled start and end. So a program
  *   whose host outruns its kernels waits at its syncs as on a GPU, and work the shim holds back past the
  *   moment it would have run shows in the time (tests/engine/model_ab.sh).
  * - FAKECUDA_POOL_BYTES limits the memory cuMemAllocAsync hands out and no enqueued free has given

@@ -574,7 +574,10 @@ static CUresult fc_elapsed(float *ms, CUevent hs, CUevent he)
     if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
     if (!fc_event_done(a) || !fc_event_done(b) || a->ts_seq != a->rseq || b->ts_seq != b->rseq)
         return CUDA_ERROR_NOT_READY;
-    *ms = (float)((double)b->ts - (double)a->ts) * 0.001f; /* one microsecond per executed op */
+    if (fc_g.dev_on) /* the modeled device's times */
+        *ms = (float)(((double)b->dev_at - (double)a->dev_at) / 1e6);
+    else
+        *ms = (float)((double)b->ts - (double)a->ts) * 0.001f; /* one microsecond per executed op */
     return CUDA_SUCCESS;
 }
 #undef cuEventElapsedTime /* v1 and v2 share a signature; both are exported */

@@ -810,6 +810,19 @@ static void test_device(uint64_t dev, uint64_t graph_dev)
     CHECK(now_ns() - t0 >= graph_dev + 2 * dev);
     OK(cuMemcpyDtoH(host, d, sizeof host));
     CHECK(host[0] == 31 && host[7] == 31);
+    CUevent e0, e1;
+    float ms = 0;
+    OK(cuEventCreate(&e0, 0));
+    OK(cuEventCreate(&e1, 0));
+    OK(cuEventRecord(e0, s));
+    launch_add(s, d, 1, 8);
+    launch_add(s, d, 1, 8);
+    OK(cuEventRecord(e1, s));
+    OK(cuEventSynchronize(e1));
+    OK(cuEventElapsedTime(&ms, e0, e1)); /* the two kernels' modeled time (and the host's between the calls) */
+    CHECK(ms >= 0.9999f * 2 * (float)dev / 1e6f);
+    OK(cuEventDestroy(e0));
+    OK(cuEventDestroy(e1));
     OK(cuGraphExecDestroy(x));
     OK(cuGraphDestroy(g));
     OK(cuMemFree(d));
