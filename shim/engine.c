@@ -2570,6 +2570,9 @@ static void eager_own_timed(uint64_t ns)
 {
     ag_sampler_add(&E.eager_own, ns);
     if (ns > EAGER_OWN_LONG_NS) {
+        /* (the log's clock places it among the builds, windows and probes logged beside it) */
+        AG_LOG_CAPPED(AG_LOG_DEBUG, "engine %d: a sampled launch not held back spent %.1f us in the engine", E.idx,
+                      (double)ns / 1e3);
         int k = ns > EAGER_OWN_LONGER_NS;
         atomic_fetch_add_explicit(&E.eager_own_long[k], 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&E.eager_own_long_ns[k], ns, memory_order_relaxed);
