@@ -117,6 +117,9 @@ static struct {
     } op_ns[OP_RING];
     uint64_t kernels_attributed;
     uint64_t setup_ns; /* host time spent opening, attaching and detaching CUPTI */
+    /* how long the windows were open (the program's calls went through CUPTI's callbacks meanwhile, and
+     * its kernels through the activity API): attached_at, the open one's attach (0: none open) */
+    uint64_t attached_ns, attached_at;
     int app_graphs; /* the program captured or launched a graph of its own */
 } O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
@@ -547,6 +550,10 @@ void ag_cupti_quiesce(void)
  * H200. Kernel records still in flight are lost (their kernels ran before the first replay). */
 static void detach(void)
 {
+    if (O.attached_at) {
+        O.attached_ns += ag_now_ns() - O.attached_at;
+        O.attached_at = 0;
+    }
     uint64_t t = ag_now_ns();
     set_callbacks(0);
     double cbs = ms_since(&t);
@@ -576,6 +583,7 @@ void ag_cupti_learning(int learning)
         if (r == CUPTI_SUCCESS) {
             O.state = ST_ATTACHED;
             O.attaches++;
+            O.attached_at = ag_now_ns();
         } else {
             /* Someone else holds CUPTI now (a profiler that did not come through our cuptiSubscribe). */
             O.state = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? ST_REFUSED : ST_UNAVAILABLE;
@@ -943,12 +951,14 @@ void ag_cupti_stats(FILE *f)
                "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u, \"finalize_background_ms\": %.3f, "
                "\"finalize_joins_waited\": %u, \"thread_ends_waited\": %u, \"finalizes_waited_for_ends\": %u,\n"
                "    \"app_graphs\": %s, \"graph_launches_traced\": %u, \"finalizes_holding_graphs\": %u,\n"
-               "    \"setup_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, \"kernel_us_mean\": ",
+               "    \"setup_ms\": %.3f, \"attached_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, "
+               "\"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
             (double)O.warm_ns / 1e6, O.finalizes, (double)atomic_load(&F.ns) / 1e6, atomic_load(&F.joins_waited),
             atomic_load(&X.ends_waited), atomic_load(&X.finalizes_waited),
             O.app_graphs ? "true" : "false", atomic_load(&GR.traced), atomic_load(&GR.exclusive),
             (double)O.setup_ns / 1e6,
+            (double)(O.attached_ns + (O.attached_at ? ag_now_ns() - O.attached_at : 0)) / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);
     if (O.kernels)
         fprintf(f, "%.3f", (double)O.kernel_ns / (double)O.kernels / 1e3);

@@ -138,8 +138,13 @@ static void print_costs(const ag_json_t *root)
         }
     if (ag_json_number_of(ag_json_path(root, "replay.issuer.issuer_ms"), &v) == 0)
         printf(" (issuer threads %.1f of it)", v);
-    if (ag_json_number_of(ag_json_path(root, "cupti.setup_ms"), &v) == 0)
+    if (ag_json_number_of(ag_json_path(root, "cupti.setup_ms"), &v) == 0) {
         printf("; CUPTI learning windows %.1f", v);
+        double open, traced;
+        if (ag_json_number_of(ag_json_path(root, "cupti.attached_ms"), &open) == 0 &&
+            ag_json_number_of(ag_json_path(root, "cupti.launches"), &traced) == 0 && open > 0)
+            printf(" (open %.1f, the program's calls traced meanwhile: %.0f launches)", open, traced);
+    }
     if (ag_json_number_of(ag_json_path(root, "replay.host_ms_saved_estimate"), &v) == 0)
         printf("; saved by replay (estimate, net of matching) %.1f", v);
     putchar('\n');

@@ -94,7 +94,7 @@ def gen(d):
     reps = sorted(os.path.join(d, r, "run1") for r in os.listdir(d) if r.startswith("rep")) if os.path.isdir(d) else []
     ms = {k: [] for k in ("plain", "shim", "passthru")}
     syncs = {k: [] for k in ("stats", "passthru")}
-    longs, same = [], True
+    longs, windows, same = [], [], True
     for run in reps:
         for k in ms:
             v = steady_ms(os.path.join(run, k + ".err"))
@@ -117,6 +117,8 @@ def gen(d):
             syncs[k].append(s.get("barrier_host_ms", {}).get("syncs", {}))
             if k == "stats" and "eager_launches_engine_long" in s.get("replay", {}):
                 longs.append(s["replay"]["eager_launches_engine_long"])
+            if k == "stats" and "attached_ms" in s.get("cupti", {}):
+                windows.append(s["cupti"]["attached_ms"])
     if not ms["plain"] or not ms["shim"]:
         return "- (no runs)"
     p = statistics.median(ms["plain"])
@@ -132,6 +134,8 @@ def gen(d):
         line += "; long eager launches " + ", ".join(
             f"{x.get('10us_1ms', 0)}+{x.get('over_1ms', 0)} of {x.get('sampled', 0)} "
             f"({x.get('10us_1ms_ms', 0) + x.get('over_1ms_ms', 0):.1f} ms)" for x in longs)
+    if windows:
+        line += "; CUPTI windows open " + ", ".join(f"{w:.1f}" for w in windows) + " ms"
     return line + f"; {len(reps)} rounds"
 
 

@@ -158,13 +158,14 @@ with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(run, "stats.json"), "w") as f:
             json.dump({"barrier_host_ms": {"syncs": {"calls": 264, "engine": 2.0, "driver": drv}},
                        "replay": {"eager_launches_engine_long": {"sampled": 148, "10us_1ms": 3, "10us_1ms_ms": 0.5,
-                                                                 "over_1ms": 1, "over_1ms_ms": 8.0}}}, f)
+                                                                 "over_1ms": 1, "over_1ms_ms": 8.0}},
+                       "cupti": {"attached_ms": 12.5 + r}}, f)
         with open(os.path.join(run, "passthru.json"), "w") as f:
             json.dump({"barrier_host_ms": {"syncs": {"calls": 264, "engine": 0.1, "driver": 20.0}}}, f)
     got = subprocess.run([sys.executable, os.path.join(GPU_TOOLS, "ratios.py"), "gen", tmp],
                          capture_output=True, text=True, check=True).stdout.strip()
 want = ("steady ms plain 325.0, the shim 385.0 (0.844x), pass-through 330.0 (0.985x); identical yes; syncs under the "
         "shim: driver 42.0 ms, engine 2.0 ms; syncs under pass-through: driver 20.0 ms, engine 0.1 ms; long eager "
-        "launches 3+1 of 148 (8.5 ms), 3+1 of 148 (8.5 ms); 2 rounds")
+        "launches 3+1 of 148 (8.5 ms), 3+1 of 148 (8.5 ms); CUPTI windows open 12.5, 13.5 ms; 2 rounds")
 assert got == want, got
 print("report.py helpers, tests/gpu/ratios.py and every workload's syntax: ok")
