@@ -147,12 +147,14 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                          "issued by a thread of the shim's (as a fallback, 'stalled'): a program that waits "
                          "for a kernel's write to memory it reads directly, with no CUDA call, would otherwise "
                          "wait forever. 0: never (such a program hangs)."},
-    [AG_OPT_ISSUER] = {"AUTOGRAPH_ISSUER", AG_OPT_ENUM, "thread", "inline|thread",
+    [AG_OPT_ISSUER] = {"AUTOGRAPH_ISSUER", AG_OPT_ENUM, "thread", "inline|thread|launch",
                        "Who patches and launches a graph whose chunk was completed by a launch (not at a "
                        "sync), and builds it first at the chunk's second sighting: 'thread', a thread of "
                        "the shim's per context, while the program's thread goes on (anything that could "
                        "observe the work waits for it, or takes it back if the thread has not begun); "
-                       "'inline', the program's thread itself, before its call returns."},
+                       "'inline', the program's thread itself, before its call returns; 'launch': the "
+                       "thread patches and launches, but a graph not built yet is built by the program's "
+                       "thread first (to measure, or rule out, the builds on the thread apart)."},
     [AG_OPT_ISSUER_SPIN_US] = {"AUTOGRAPH_ISSUER_SPIN_US", AG_OPT_INT, "20", "0..1000000",
                                "Microseconds the issuer thread keeps polling for the next chunk after one "
                                "before it sleeps. Woken from sleep it begins a chunk tens of microseconds "
