@@ -22,7 +22,7 @@
 # PY_HALF=1 or 2 sets CTEST_REGEX to one of two halves (1: the five heaviest and the two text-generation
 # tests, 474 s; 2: the rest, 417 s; a call has 600), so the whole suite takes three calls: CTEST_EXCLUDE=bats.python, then PY_HALF=1, PY_HALF=2.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
-# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS), bench; the
+# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
 # build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -586,8 +586,15 @@ if want gen && python3 -c "import transformers" 2>/dev/null; then
     for r in $(seq "${GEN_REPS:-2}"); do
         OUT=$T/gen/rep$r PASSTHRU=1 PLAIN_TWICE=0 PY_RUNS="python3 tests/python/generate.py --steps ${GEN_STEPS:-12} --static --sample" \
             bash tests/gpu/py_diag.sh >"$OUT/gen_rep$r.txt" 2>&1
+        # GEN_LAUNCH=1: plain and the shim once more with the graphs built by the program's thread
+        # (AUTOGRAPH_ISSUER=launch), to tell the issuer's builds apart (about 100 s more a round)
+        [ "${GEN_LAUNCH:-0}" = 1 ] &&
+            OUT=$T/genl/rep$r AUTOGRAPH_ISSUER=launch PLAIN_TWICE=0 \
+                PY_RUNS="python3 tests/python/generate.py --steps ${GEN_STEPS:-12} --static --sample" \
+                bash tests/gpu/py_diag.sh >"$OUT/genl_rep$r.txt" 2>&1
     done
     gen_line=$(python3 tests/gpu/ratios.py gen "$T/gen")
+    [ "${GEN_LAUNCH:-0}" = 1 ] && gen_line="$gen_line | AUTOGRAPH_ISSUER=launch: $(python3 tests/gpu/ratios.py gen "$T/genl")"
 fi
 want gen && mark gen "$gen_line"
 
