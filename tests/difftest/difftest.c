@@ -285,6 +285,7 @@ static int slot_n(const prog_t *p, int slot)
 static void hash_reads(prog_t *p, const float *v, int n)
 {
     p->sum.hash = dt_fnv(p->sum.hash, v, (size_t)n * sizeof(float));
+    if (dt_trace_on) fprintf(stderr, "T reads %d data %016llx\n", n, (unsigned long long)dt_fnv(DT_FNV_OFFSET, v, (size_t)n * sizeof(float)));
 }
 
 /* The host may read what the stream produced only after a sync that covers it: fold the pinned
@@ -991,6 +992,7 @@ static int run_program(uint64_t seed)
     prog_t *p = calloc(1, sizeof(*p));
     if (!p) return -1;
     p->seed = seed;
+    dt_trace_on = getenv("DT_TRACE_SEED") && strtoull(getenv("DT_TRACE_SEED"), NULL, 0) == seed;
     p->rng.s = seed * 0x9e3779b97f4a7c15ull + 12345;
     p->sum.hash = DT_FNV_OFFSET;
     p->sum.who = "difftest";

@@ -33,6 +33,8 @@ run_pair() {
 }
 
 repro() { # the commands that rerun one case alone
+    echo "  (DT_TRACE_SEED=SEED prints to stderr each call's return code and each read's digest of program SEED:"
+    echo "   diff a plain and a shim run of the same batch to find the first difference)"
     echo "  reproduce: LD_LIBRARY_PATH=$build/fakecuda $*"
     echo "             LD_LIBRARY_PATH=$build/fakecuda ${DT_SHIM_ENV:-}${DT_SHIM_ENV:+ }LD_PRELOAD=$shim AUTOGRAPH_STATS=/tmp/ag.stats $*"
 }

@@ -62,9 +62,12 @@ typedef struct {
     const char *who;
 } dt_sum_t;
 
+/* DT_TRACE_SEED (difftest.c): every return code of the traced program, with the checksum after it, to stderr */
+static int dt_trace_on;
 static inline CUresult dt_check(dt_sum_t *s, CUresult rc, CUresult want, const char *what, int line)
 {
     s->hash = dt_fnv_u64(s->hash, (uint64_t)rc);
+    if (dt_trace_on) fprintf(stderr, "T %d rc %d %016llx\n", line, (int)rc, (unsigned long long)s->hash);
     if (rc != want) {
         s->errors++;
         if (s->errors <= 5)
