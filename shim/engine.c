@@ -1122,8 +1122,8 @@ static void complete(ag_variant_t *v, int may_post)
     ag_graph_t *g = v->graph;
     ag_chunk_t c = chunk();
     int fresh = 0;
-    int issuer = ag_opt(AG_OPT_ISSUER)->num;
-    int post = may_post && issuer != AG_ISSUER_INLINE && !sampling() && !staged() && !gpu_paced() && issuer_ready();
+    int mode = ag_opt(AG_OPT_ISSUER)->num;
+    int post = may_post && mode != AG_ISSUER_INLINE && !sampling() && !staged() && !gpu_paced() && issuer_ready();
     if (!g && !ag_graph_admit(v)) {
         flush_eager(FB_CACHE_FULL); /* the cache is full of graphs in use: this one waits its turn */
         return;
@@ -1133,7 +1133,7 @@ static void complete(ag_variant_t *v, int may_post)
      * program goes on to the next chunk: a build costs 50-300 us on the H200, several times what issuing
      * the chunk's launches costs, and a program whose shapes come back only now and then (text generation,
      * batches of many sizes) builds a graph for many of its sightings. */
-    if (!g && (window || !post || issuer == AG_ISSUER_LAUNCH)) {
+    if (!g && (window || !post || mode == AG_ISSUER_LAUNCH)) {
         g = ag_graph_build(&c, v);
         if (!g) {
             v->ungraphable = 1;

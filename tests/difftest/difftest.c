@@ -257,6 +257,17 @@ static int g_farquery; /* --farquery: the program queries an event it recorded 3
  * that busy-waits on an event does; its results are read then. Without it a "not ready" answer leaves them
  * for a later sync, so where the answers follow the times (fakecuda's modeled device) so does the output. */
 static int g_poll;
+
+/* A step-ending query of ev_sync (stream 0) or of the main stream (1), repeated with --poll until it
+ * answers done; only the last answer is hashed (how many came before it, the times say). */
+static CUresult step_query(prog_t *p, int stream)
+{
+    CUresult q;
+    do
+        q = stream ? cuStreamQuery(p->s_main) : cuEventQuery(p->ev_sync);
+    while (g_poll && q == CUDA_ERROR_NOT_READY);
+    return q;
+}
 static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
 /* --buckets N: a launch whose shape varies takes, each iteration, one of N grid sizes, the same bucket for
  * every such launch of the iteration, in an order drawn from the program's seed (a loader that pads each
@@ -661,21 +672,13 @@ static void exec_op(prog_t *p, int idx, int it)
             DT_CK(S, cuEventSynchronize(p->ev_sync));
             covered(p);
             break;
-        case SY_EVQUERY: { /* (--poll: the answers before the last one are not hashed: how many, the times say) */
+        case SY_EVQUERY:
             DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
-            CUresult q = cuEventQuery(p->ev_sync);
-            while (g_poll && q == CUDA_ERROR_NOT_READY)
-                q = cuEventQuery(p->ev_sync);
-            if (DT_CKQ(S, q) == CUDA_SUCCESS) covered(p);
+            if (DT_CKQ(S, step_query(p, 0)) == CUDA_SUCCESS) covered(p);
             break;
-        }
-        case SY_STQUERY: {
-            CUresult q = cuStreamQuery(p->s_main);
-            while (g_poll && q == CUDA_ERROR_NOT_READY)
-                q = cuStreamQuery(p->s_main);
-            if (DT_CKQ(S, q) == CUDA_SUCCESS) covered(p);
+        case SY_STQUERY:
+            if (DT_CKQ(S, step_query(p, 1)) == CUDA_SUCCESS) covered(p);
             break;
-        }
         }
         break;
     case OP_FORK: {

@@ -112,13 +112,9 @@ void fc_cupti_kernel_span(uint64_t start, uint64_t end, uint32_t correlation)
 void fc_cupti_kernel_end(uint64_t start, uint32_t correlation)
 {
     static uint64_t last_end;
-    fakecupti_kernel_fn *fn = atomic_load_explicit(&kernel_fn, memory_order_acquire);
     uint64_t end = fc_now_ns();
     if (start < last_end)
         start = last_end;
-    if (end <= start)
-        end = start + 1;
-    last_end = end;
-    if (fn)
-        fn(start, end, correlation);
+    last_end = end > start ? end : start + 1;
+    fc_cupti_kernel_span(start, end, correlation);
 }
