@@ -18,7 +18,10 @@
 # CTEST_EXCLUDE='bats.python' leaves them out. They no longer fit one device call together (forty-first
 # session: 697 s in all; gcn 89 s, cnn 82, cnnbf16 75, reduceoverhead 60, compile 55, gpt2 39, profiler
 # 34, pinned 32, graphed 31, events 30, ab 30, amp 29, mlp200 29, owngraph 28, eager 26, async 24, cupy
-# 5; the forty-third session added checkpoint 27 s, attention 26, generate 38 and generatestatic 78):
+# 5; the forty-third session added checkpoint 27 s, attention 26, generate 38 and generatestatic 78;
+# forty-sixth session: generatestatic 75, cnn 64, reduceoverhead 52, compile 45, generate 41, mlp200 34,
+# gpt2 28, async 28, eager 28, profiler 28, attention 26, graphed 26, pinned 26, amp 25, owngraph 22,
+# events 22, ab 20, cupy 5; the 11 bats.sample.* 6-10 s each, 172 s with four of those beside them):
 # PY_HALF=1 or 2 sets CTEST_REGEX to one of two halves (1: the five heaviest and the two text-generation
 # tests, 474 s; 2: the rest, 417 s; a call has 600), so the whole suite takes three calls: CTEST_EXCLUDE=bats.python, then PY_HALF=1, PY_HALF=2.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
