@@ -24,6 +24,9 @@
 # events 22, ab 20, cupy 5; the 11 bats.sample.* 6-10 s each, 172 s with four of those beside them):
 # PY_HALF=1 or 2 sets CTEST_REGEX to one of two halves (1: the five heaviest and the two text-generation
 # tests, 474 s; 2: the rest, 417 s; a call has 600), so the whole suite takes three calls: CTEST_EXCLUDE=bats.python, then PY_HALF=1, PY_HALF=2.
+# Where device time is short (failed machine starts cost it too), PY_HALF=first is the one call that says
+# most: the 11 samples and the Python tests the issue names (mlp200, ab), gpt2 and generatestatic, with the
+# parts match and bench unless RUN_PARTS says otherwise (309 s in the forty-sixth session).
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
 # graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
 # build always.
@@ -34,9 +37,13 @@ want() { [[ " ${RUN_PARTS:-all} " == *" all "* || " ${RUN_PARTS:-all} " == *" $1
 py_heavy='bats[.]python[.](gcn|cnn|cnnbf16|reduceoverhead|compile|generate|generatestatic)$' # PY_HALF=1; 2: every other one
 case ${PY_HALF:-} in
 '') ;;
+first)
+    CTEST_REGEX='bats[.](sample[.].*|python[.](mlp200|ab|generatestatic|gpt2))$'
+    RUN_PARTS=${RUN_PARTS:-ctest match bench}
+    ;;
 1) CTEST_REGEX=$py_heavy ;;
 2) CTEST_REGEX='bats[.]python[.]' CTEST_EXCLUDE=$py_heavy ;;
-*) echo "run.sh: PY_HALF must be 1 or 2, not '$PY_HALF'" >&2; exit 2 ;;
+*) echo "run.sh: PY_HALF must be 1, 2 or first, not '$PY_HALF'" >&2; exit 2 ;;
 esac
 own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=- lbc_line=- match_line=-
 mkdir -p "$OUT"
