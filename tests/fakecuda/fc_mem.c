@@ -157,6 +157,8 @@ static CUresult fc_host_alloc(void **pp, size_t n, unsigned flags)
     if (!pp || n == 0) return CUDA_ERROR_INVALID_VALUE;
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_capture_unsafe_check();
+    if (r) return r;
     void *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     fc_alloc a = {(uintptr_t)p, n, n, FC_PTR_PINNED, 0, 0, fc_cur_ctx(), 0};

@@ -421,6 +421,19 @@ static void test_capture(void)
     CHECK(h[0] == 6 && h[15] == 6);
     OK(cuGraphExecDestroy(ex));
     OK(cuGraphDestroy(g));
+    /* a page-locked allocation is unsafe in a global capture's thread, allowed once its mode is relaxed */
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    void *ph = NULL;
+    ERR(cuMemAllocHost(&ph, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+    OK(cuMemAllocHost(&ph, 64));
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    launch_add(s, x, 1, 1);
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFreeHost(ph));
     /* unjoined fork */
     OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     OK(cuEventRecord(fork, s));
