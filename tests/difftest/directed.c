@@ -732,6 +732,76 @@ static void t_stream_capture(void)
     CK(cuGraphDestroy(g));
 }
 
+/* Another thread of the same context captures graphs of its own (global mode) on a stream of its own, over
+ * and over while this one repeats its rounds on s1: each capture's start is a barrier for every engine, and a
+ * launch of this thread that the engine takes between that barrier and the capture's start (the two threads
+ * contend for the engine) must still run before this thread's next launches, which pass to the driver while
+ * the capture lasts. This thread's results are compared (out of order, they differ); the other thread's
+ * count of captures depends on timing, so only its errors count. The window is narrow (the capture's thread
+ * makes its count right after the barrier, while this one sleeps on the engine's lock): with it widened by
+ * 300 us in a local build, 7 of 100 runs of 4000 rounds differed before enter_locked issued the held work
+ * first, 0 of 100 after; as built, a run seldom meets it, and the test guards the common interleavings.
+ * DT_CAPTURE_RACE_ROUNDS sets the rounds (896 by default); DT_CAPTURE_RACE_VERBOSE=1 prints the captures. */
+static CUcontext cr_ctx;
+static CUstream cr_stream;
+static CUdeviceptr cr_buf;
+static dt_sum_t cr_sum = {DT_FNV_OFFSET, 0, 0, "capture_race"};
+static int cr_stop, cr_captures;
+#define CRCK(call) DT_CK(&cr_sum, call)
+static void *capture_thread(void *arg)
+{
+    (void)arg;
+    CRCK(cuCtxSetCurrent(cr_ctx));
+    while (!__atomic_load_n(&cr_stop, __ATOMIC_ACQUIRE)) {
+        CUgraph g = NULL;
+        CUgraphExec ge = NULL;
+        CRCK(cuStreamBeginCapture(cr_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CRCK(step(cr_stream, cr_buf, 0.5f));
+        CRCK(cuStreamEndCapture(cr_stream, &g));
+        if (!g)
+            break;
+        CRCK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        CRCK(cuGraphLaunch(ge, cr_stream));
+        CRCK(cuStreamSynchronize(cr_stream));
+        CRCK(cuGraphExecDestroy(ge));
+        CRCK(cuGraphDestroy(g));
+        cr_captures++;
+    }
+    return NULL;
+}
+
+static void t_capture_race(void)
+{
+    pthread_t th;
+    const char *rounds = getenv("DT_CAPTURE_RACE_ROUNDS");
+    int cr_rounds = rounds && atoi(rounds) > 0 ? atoi(rounds) : 64 * ROUNDS;
+    CK(cuCtxGetCurrent(&cr_ctx));
+    CK(cuStreamCreate(&cr_stream, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&cr_buf, N * sizeof(float)));
+    CK(cuMemsetD32(cr_buf, 0, N));
+    int started = pthread_create(&th, NULL, capture_thread, NULL) == 0;
+    if (!started)
+        S.errors++;
+    for (int r = 0; r < cr_rounds; r++) {
+        pattern(s1, r % ROUNDS);
+        CK(step(s1, X, 0.25f));
+        CK(addto(s1, Z, X));
+        if (r % 4 == 3) {
+            CK(cuStreamSynchronize(s1));
+            observe(r, P2, OBS * 4);
+        }
+    }
+    CK(cuStreamSynchronize(s1));
+    __atomic_store_n(&cr_stop, 1, __ATOMIC_RELEASE);
+    if (started)
+        pthread_join(th, NULL);
+    S.errors += cr_sum.errors;
+    if (getenv("DT_CAPTURE_RACE_VERBOSE"))
+        fprintf(stderr, "capture_race: %d captures beside the rounds\n", cr_captures);
+    CK(cuMemFree(cr_buf));
+    CK(cuStreamDestroy(cr_stream));
+}
+
 static void t_exit_nosync(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -1548,6 +1618,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "pause_race")) t_pause_race();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
+    else if (!strcmp(n, "capture_race")) t_capture_race();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();

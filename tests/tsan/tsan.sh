@@ -2,7 +2,8 @@
 # tsan.sh SRC_DIR BUILD_DIR: builds the shim, fakecuda and the engine's test programs with ThreadSanitizer
 # (in BUILD_DIR/tsan, AUTOGRAPH_TSAN=ON) and runs the cases where the shim's threads meet the program's:
 # the issuer building, patching and launching graphs while the program goes on, a second thread launching
-# into the same stream (autograd), an observer thread querying held records, two contexts, and random
+# into the same stream (autograd), an observer thread querying held records, two contexts, a thread
+# capturing graphs of its own beside one that launches (difftest.directed.capture_race), and random
 # programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
 # (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
 # on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
@@ -22,7 +23,7 @@ if ! cc -fsanitize=thread "$probe/t.c" -o "$probe/t" 2>/dev/null || ! "$probe/t"
     exit 77
 fi
 cmake -S "$src" -B "$b" -DAUTOGRAPH_TSAN=ON -DAUTOGRAPH_SAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$b" -j"$(nproc)" --target autograph fakecuda engine_prog difftest >/dev/null
+cmake --build "$b" -j"$(nproc)" --target autograph fakecuda engine_prog difftest difftest_directed >/dev/null
 export TSAN_OPTIONS="suppressions=$src/tests/tsan/suppressions.txt exitcode=66 report_signal_unsafe=0"
 fail=0
 run() {
@@ -47,4 +48,5 @@ run bash "$D" "$b" 2400 60 --farquery
 # fakecuda's modeled device: syncs that wait outside the fake's lock while the issuer and the side thread
 # go on, queries answered "not ready" until the device gets there (the programs poll them)
 FAKECUDA_DEVICE_NS=2000 FAKECUDA_GRAPH_DEVICE_NS=1000 run bash "$D" "$b" 5200 60 --poll
+run bash "$D" "$b" --directed capture_race
 exit $fail
