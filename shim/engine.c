@@ -2415,16 +2415,16 @@ AG_HOT static int enter_locked(void)
     /* the pause flag before the engine's (autograph_pause clears the one after it has cleared the other:
      * a call that finds the flag clear then finds the engine as the pause left it) */
     int pausing = __atomic_load_n(&g_pausing, __ATOMIC_ACQUIRE);
-    int capturing = __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0;
-    if (E.disabled || capturing || AG_UNLIKELY(pausing) || !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
+    if (E.disabled || __atomic_load_n(&g_app_captures, __ATOMIC_RELAXED) > 0 || AG_UNLIKELY(pausing) ||
+        !atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {
         if (E.ctx_ended)
             tl_ctx = NULL; /* its handle may be another context's now: looked up again */
         settle(); /* the call passes to CUDA: after the job in flight */
-        /* autograph_pause is stepping aside, or the program's own capture has begun, on another thread: this
-         * call goes to the driver after what this engine still holds (the pause may not have issued it yet;
-         * the capture's hook issued what was held at its barrier, but a launch can be held between that
-         * barrier and the count, which the capture's thread makes next: difftest.directed.capture_race) */
-        if ((pausing || capturing) && E.npending && !E.disabled)
+        /* A call passed to the driver goes after what this engine still holds, whatever the reason: held
+         * work is left only where another thread is changing the engine's state (autograph_pause stepping
+         * aside before it has issued it; a launch held between the barrier of the program's own capture and
+         * its count, which the capture's thread makes next: difftest.directed.capture_race; the exit). */
+        if (E.npending && !E.disabled)
             barrier_in_ctx(pausing ? 0x9a05eULL : 0xca97ULL, FB_BARRIER);
         return 0;
     }
