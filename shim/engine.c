@@ -965,9 +965,12 @@ static int sample_begin(CUstream s)
         return -1;
     ag_guard++;
     CUresult r = CUDA_SUCCESS;
-    if (!E.S.ev[0])
+    if (!E.S.ev[0]) {
+        CUstreamCaptureMode mode = ag_relaxed_begin();
         for (int i = 0; r == CUDA_SUCCESS && i < 2 * SAMPLE_LAUNCHES; i++)
             r = ag_drv.cuEventCreate(&E.S.ev[i], CU_EVENT_DEFAULT);
+        ag_relaxed_end(mode);
+    }
     if (r == CUDA_SUCCESS)
         r = REAL(cuEventRecord)(E.S.ev[2 * E.S.n], s);
     ag_guard--;
@@ -1342,6 +1345,7 @@ static void *issuer_main(void *arg)
     struct engine *e = arg;
     use(e);
     ag_hook_depth++; /* what it issues is the program's work, seen by our hooks (the CUPTI guard) */
+    (void)ag_relaxed_begin(); /* for good: every call of this thread is the shim's own */
     struct job *j = &e->job;
     uint64_t last = ag_now_ns();
     int in_ctx = 0;

@@ -176,10 +176,12 @@ void *ag_thread_staging(void)
         pthread_mutex_unlock(&spare_lock);
     }
     if (!*st) {
+        CUstreamCaptureMode mode = ag_relaxed_begin();
         if (REAL(cuMemAllocHost_v2)(st, AG_D2H_STAGING_MAX) == CUDA_SUCCESS)
             G.thread_stages++;
         else
             *st = NULL;
+        ag_relaxed_end(mode);
     }
     return *st;
 }
@@ -271,7 +273,10 @@ void *ag_stage_copy(const void *src, size_t n, int8_t *which)
         G.stg.nfence[next] = 0;
         if (!G.stg.buf[next]) {
             void *made = NULL; /* through its own type: the buffer's pointer is not a void * */
-            if (REAL(cuMemAllocHost_v2)(&made, STAGE_SIZE) != CUDA_SUCCESS)
+            CUstreamCaptureMode mode = ag_relaxed_begin();
+            CUresult r = REAL(cuMemAllocHost_v2)(&made, STAGE_SIZE);
+            ag_relaxed_end(mode);
+            if (r != CUDA_SUCCESS)
                 return NULL;
             G.stg.buf[next] = made;
         }
@@ -294,10 +299,12 @@ static void graph_free(ag_graph_t *g)
         G.mem -= g->mem;
     if (!g)
         return;
+    CUstreamCaptureMode mode = ag_relaxed_begin();
     if (g->exec)
         ag_drv.cuGraphExecDestroy(g->exec);
     if (g->graph)
         ag_drv.cuGraphDestroy(g->graph);
+    ag_relaxed_end(mode);
     free(g->nodes);
     free(g->kp);
     free(g->ops);
@@ -488,8 +495,9 @@ static CUresult legacy_edges(const ag_graph_t *g, int k, uint32_t *dirty, uint32
     return r;
 }
 
-/* Captures the pending operations into a graph on the private stream. */
-ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
+/* Captures the pending operations into a graph on the private stream (ag_graph_build, in the relaxed
+ * capture mode). */
+static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
 {
     ag_graph_t *g = calloc(1, sizeof *g);
     if (!g)
@@ -655,6 +663,14 @@ fail:
     g->mem = 0; /* (never counted in the cache's) */
     graph_free(g);
     return NULL;
+}
+
+ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
+{
+    CUstreamCaptureMode mode = ag_relaxed_begin();
+    ag_graph_t *g = build(c, v);
+    ag_relaxed_end(mode);
+    return g;
 }
 
 /* New addresses for a 1D copy node: a host side is given by its pointer (non-NULL), a device side by
@@ -882,7 +898,10 @@ CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
     G.graphs = calloc(max_graphs, sizeof *G.graphs);
     if (!G.graphs)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    return ag_drv.cuStreamCreate(&G.cap_stream, CU_STREAM_NON_BLOCKING);
+    CUstreamCaptureMode mode = ag_relaxed_begin();
+    CUresult r = ag_drv.cuStreamCreate(&G.cap_stream, CU_STREAM_NON_BLOCKING);
+    ag_relaxed_end(mode);
+    return r;
 }
 
 const void *ag_graph_d2h_dst(const ag_graph_t *g, uint32_t i)

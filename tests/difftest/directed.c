@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dt_common.h"
 #include "fakecuda.h"
@@ -1254,6 +1255,83 @@ static void t_two_engines_sync(void)
     end_second_context(th, sy_ctx, sy_s);
 }
 
+/* A thread of a second context begins a global capture of its own while this one's engine allocates the
+ * pinned staging buffer for the first copy of a replayed round (a pageable host-to-device copy, the
+ * round's first operation: the engine holds nothing yet, so the capture's start does not wait for it).
+ * The allocation meets the capture: made in the thread's default (global) mode it would be refused and
+ * would invalidate the other thread's capture, whose cuStreamEndCapture then fails (an error here); the
+ * shim makes its own allocations in the relaxed mode. The timing is the fake's: each page-locked
+ * allocation sleeps FAKECUDA_HOST_ALLOC_NS (30 ms, set by CTest), and the capture begins a tenth of that
+ * after the round does and lasts 4/3 of it. Without that variable (the sweep) the capture begins at once
+ * and ends at once: only the common interleavings are checked. */
+static pthread_barrier_t cs_go, cs_done;
+static CUcontext cs_ctx;
+static CUstream cs_s;
+static CUdeviceptr cs_buf;
+static int cs_captures;
+static dt_sum_t cs_sum = {DT_FNV_OFFSET, 0, 0, "capture_staging"}; /* the capturer's calls (its own order) */
+#define CSCK(call) DT_CK(&cs_sum, call)
+static long long cs_alloc_ns;
+static void cs_sleep_ns(long long ns)
+{
+    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (ns > 0 && nanosleep(&t, &t) != 0)
+        ;
+}
+static void *capturer_thread(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(cs_ctx) != CUDA_SUCCESS) return (void *)1;
+    for (int r = 0; r < ROUNDS + 4; r++) {
+        CUgraph g = NULL;
+        CUgraphExec ge = NULL;
+        pthread_barrier_wait(&cs_go);
+        cs_sleep_ns(cs_alloc_ns / 10);
+        CSCK(cuStreamBeginCapture(cs_s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CSCK(step(cs_s, cs_buf, 0.5f));
+        cs_sleep_ns(cs_alloc_ns * 4 / 3);
+        CSCK(cuStreamEndCapture(cs_s, &g));
+        if (g) {
+            CSCK(cuGraphInstantiateWithFlags(&ge, g, 0));
+            CSCK(cuGraphLaunch(ge, cs_s));
+            CSCK(cuStreamSynchronize(cs_s));
+            CSCK(cuGraphExecDestroy(ge));
+            CSCK(cuGraphDestroy(g));
+            cs_captures++;
+        }
+        pthread_barrier_wait(&cs_done);
+    }
+    return NULL;
+}
+
+static void t_capture_staging(void)
+{
+    pthread_t th;
+    float in[N];
+    const char *alloc_ns = getenv("FAKECUDA_HOST_ALLOC_NS");
+    cs_alloc_ns = alloc_ns ? atoll(alloc_ns) : 0;
+    CK(cuMemAlloc(&cs_buf, N * 4));
+    CK(cuMemsetD32(cs_buf, 0, N));
+    if (!second_context(&cs_ctx, &cs_s, &cs_go, &cs_done, capturer_thread, &th))
+        return;
+    for (int r = 0; r < ROUNDS + 4; r++) {
+        for (int i = 0; i < N; i++) in[i] = (float)((i + r) % 23) * 0.0625f;
+        pthread_barrier_wait(&cs_go);
+        CK(cuMemcpyHtoDAsync(X, in, sizeof in, s1)); /* pageable: staged where it is held */
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+        pthread_barrier_wait(&cs_done);
+    }
+    end_second_context(th, cs_ctx, cs_s);
+    S.errors += cs_sum.errors + (cs_captures != ROUNDS + 4);
+    S.hash = dt_fnv_u64(S.hash, cs_sum.hash);
+    float h[N];
+    CK(cuMemcpyDtoH(h, cs_buf, sizeof h));
+    observe(ROUNDS + 4, h, sizeof h);
+    CK(cuMemFree(cs_buf));
+}
+
 /* Four threads, a context each, all at once: each runs its own repeating work with allocations and
  * frees in the middle (barriers that issue the other engines' held work, at times the threads' race
  * decides), event and stream syncs of its own, and reads its results through pinned memory. The results
@@ -1619,6 +1697,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "capture_race")) t_capture_race();
+    else if (!strcmp(n, "capture_staging")) t_capture_staging();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();

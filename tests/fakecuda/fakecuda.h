@@ -47,6 +47,12 @@
  *   shim times them against plain launches, AUTOGRAPH_PROBE); a test can make them lose, or set 0.
  *   cuGraphInstantiateWithFlags spins FAKECUDA_INSTANTIATE_NS (default 0) before it takes the fake's lock,
  *   so that other threads' calls go on meanwhile (the H200's 50-300 us builds, to compare where they run).
+ *   cuMemAllocHost and cuMemHostAlloc sleep FAKECUDA_HOST_ALLOC_NS (default 0) before they take the lock
+ *   and apply the capture rules: page-locking takes milliseconds on a real host, and a capture another
+ *   thread begins meanwhile is one the allocation meets.
+ * - Capture rules for potentially unsafe calls (allocations and frees): where the calling thread's mode
+ *   (cuThreadExchangeStreamCaptureMode) and an active capture forbid the call, it fails with
+ *   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and that capture is invalidated, as in CUDA.
  * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
  *   modules loaded after it (a driver may reuse that memory), most recently unloaded first.
  * - FAKECUDA_NO_OWNER=1 makes cuFuncGetModule, cuKernelGetLibrary and cuLibraryGetModule fail, as a driver

@@ -50,6 +50,8 @@ static void fc_once_init(void)
     fc_g.graph_ns = s ? strtoull(s, NULL, 0) : FC_GRAPH_NS;
     s = getenv("FAKECUDA_INSTANTIATE_NS");
     fc_g.instantiate_ns = s ? strtoull(s, NULL, 0) : 0;
+    s = getenv("FAKECUDA_HOST_ALLOC_NS");
+    fc_g.host_alloc_ns = s ? strtoull(s, NULL, 0) : 0;
     s = getenv("FAKECUDA_DEVICE_NS");
     fc_g.dev_ns = s ? strtoull(s, NULL, 0) : 0;
     s = getenv("FAKECUDA_GRAPH_DEVICE_NS");
@@ -106,6 +108,15 @@ void fc_spend_instantiate(void)
 {
     pthread_once(&fc_once, fc_once_init);
     fc_spend(fc_g.instantiate_ns);
+}
+
+void fc_host_alloc_wait(void)
+{
+    pthread_once(&fc_once, fc_once_init);
+    uint64_t ns = fc_g.host_alloc_ns;
+    struct timespec t = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (ns && nanosleep(&t, &t) != 0)
+        ;
 }
 
 /* Parsed once (under the fake's lock): up to 8 entries of FAKECUDA_FAIL. */

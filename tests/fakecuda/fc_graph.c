@@ -454,17 +454,22 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec x, CUstream s) { FC_TRACED(cuGraphLaunch
 /* ---- stream capture ---- */
 void fc_capture_invalidate(fc_capture *c) { c->invalidated = 1; }
 
+/* A potentially unsafe call (an allocation, a free) where the calling thread's mode forbids it: refused, and
+ * the captures that forbid it are invalidated, as CUDA does (their cuStreamEndCapture fails). */
 CUresult fc_capture_unsafe_check(void)
 {
-    if (fc_tl_capmode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+    CUresult r = CUDA_SUCCESS;
+    if (fc_tl_capmode == CU_STREAM_CAPTURE_MODE_RELAXED) return r;
     for (size_t i = 0; i < fc_g.ncaps; i++) {
         fc_capture *c = fc_g.caps[i];
         if (!c->active || c->mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
-        if (pthread_equal(c->thread, pthread_self())) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        if (c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && fc_tl_capmode == CU_STREAM_CAPTURE_MODE_GLOBAL)
-            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        if (pthread_equal(c->thread, pthread_self()) ||
+            (c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && fc_tl_capmode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            fc_capture_invalidate(c);
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
     }
-    return CUDA_SUCCESS;
+    return r;
 }
 
 static int fc_set_capdeps(fc_node ***dst, size_t *nd, fc_node *const *src, size_t n)

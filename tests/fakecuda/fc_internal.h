@@ -208,6 +208,8 @@ typedef struct {
     uint64_t launch_ns, graph_ns;
     uint64_t instantiate_ns; /* FAKECUDA_INSTANTIATE_NS: host time of a graph's instantiation, spent before
                               * the fake's lock (a driver builds an exec without holding up other threads) */
+    uint64_t host_alloc_ns; /* FAKECUDA_HOST_ALLOC_NS: time a page-locked allocation takes, slept before the
+                             * fake's lock (and before its capture rules are checked) */
     /* FAKECUDA_POOL_BYTES: the stream-ordered pool's size (0: no limit). Memory a free enqueued gives back
      * is at once the stream's again, as CUDA's pool reuses it in stream order. */
     size_t pool_limit, pool_in_use;
@@ -302,6 +304,8 @@ uint64_t fc_now_ns(void); /* CLOCK_MONOTONIC */
 void fc_spend(uint64_t ns);
 /* FAKECUDA_INSTANTIATE_NS of host time, outside the fake's lock. */
 void fc_spend_instantiate(void);
+/* FAKECUDA_HOST_ALLOC_NS slept, outside the fake's lock. */
+void fc_host_alloc_wait(void);
 CUresult fc_copy_submit(fc_copy *c, CUstream h, int ptds, int sync);
 CUresult fc_memset_submit(fc_memset *m, CUstream h, int ptds, int sync);
 CUresult fc_sync_stream(fc_stream *s, uint64_t seq);

@@ -169,8 +169,8 @@ static CUresult fc_host_alloc(void **pp, size_t n, unsigned flags)
     *pp = p;
     return CUDA_SUCCESS;
 }
-CUresult cuMemAllocHost_v2(void **pp, size_t n) { FC_API(1, fc_host_alloc(pp, n, 0)); }
-CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) { FC_API(1, fc_host_alloc(pp, n, flags)); }
+CUresult cuMemAllocHost_v2(void **pp, size_t n) { fc_host_alloc_wait(); FC_API(1, fc_host_alloc(pp, n, 0)); }
+CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) { fc_host_alloc_wait(); FC_API(1, fc_host_alloc(pp, n, flags)); }
 
 static CUresult fc_host_free(void *p)
 {

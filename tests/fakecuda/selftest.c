@@ -357,6 +357,24 @@ static void test_ordering(void)
     OK(cuStreamDestroy(blk));
 }
 
+/* A page-locked allocation from a thread of its own, in the capture mode given. */
+typedef struct {
+    CUstreamCaptureMode mode;
+    void *p;
+    CUresult r;
+} host_alloc_job_t;
+static void *host_alloc_thread(void *arg)
+{
+    host_alloc_job_t *j = arg;
+    CUcontext ctx = NULL;
+    CUstreamCaptureMode m = j->mode;
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS &&
+        cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS)
+        j->r = cuMemAllocHost(&j->p, 64);
+    if (ctx) cuDevicePrimaryCtxRelease(0);
+    return NULL;
+}
+
 static void test_capture(void)
 {
     CUstream s, s2;
@@ -421,10 +439,36 @@ static void test_capture(void)
     CHECK(h[0] == 6 && h[15] == 6);
     OK(cuGraphExecDestroy(ex));
     OK(cuGraphDestroy(g));
-    /* a page-locked allocation is unsafe in a global capture's thread, allowed once its mode is relaxed */
+    /* a page-locked allocation is unsafe in a global capture's thread: refused, and the capture is
+     * invalidated; allowed once the thread's mode is relaxed (below) */
     OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     void *ph = NULL;
     ERR(cuMemAllocHost(&ph, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    OK(cuStreamIsCapturing(s, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* from another thread in the default (global) mode: refused, and this thread's global capture is
+     * invalidated; beside a thread-local capture, or in the relaxed mode, allowed */
+    static const struct {
+        CUstreamCaptureMode cap, thread;
+        CUresult alloc;
+    } other[] = {
+        {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_GLOBAL, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},
+        {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL, CUDA_SUCCESS},
+        {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED, CUDA_SUCCESS},
+    };
+    for (int k = 0; k < 3; k++) {
+        host_alloc_job_t job = {other[k].thread, NULL, CUDA_ERROR_UNKNOWN};
+        pthread_t th;
+        OK(cuStreamBeginCapture(s, other[k].cap));
+        CHECK(pthread_create(&th, NULL, host_alloc_thread, &job) == 0 && pthread_join(th, NULL) == 0);
+        ERR(job.r, other[k].alloc);
+        if (job.p) OK(cuMemFreeHost(job.p));
+        if (!other[k].alloc) launch_add(s, x, 1, 1); /* (an invalidated capture refuses more work) */
+        ERR(cuStreamEndCapture(s, &g), other[k].alloc ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
+        if (!other[k].alloc) OK(cuGraphDestroy(g));
+    }
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     OK(cuThreadExchangeStreamCaptureMode(&mode));
     CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
