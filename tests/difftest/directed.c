@@ -748,26 +748,39 @@ static CUstream cr_stream;
 static CUdeviceptr cr_buf;
 static dt_sum_t cr_sum = {DT_FNV_OFFSET, 0, 0, "capture_race"};
 static int cr_stop, cr_captures;
-#define CRCK(call) DT_CK(&cr_sum, call)
+static void sleep_ns(long long ns)
+{
+    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (ns > 0 && nanosleep(&t, &t) != 0)
+        ;
+}
+
+/* A global capture of one step on s, kept open hold_ns after the launch, then its graph instantiated,
+ * launched, synced and destroyed; every call's code goes to sum. 1 where the capture gave a graph. */
+static int capture_step(dt_sum_t *sum, CUstream s, CUdeviceptr buf, long long hold_ns)
+{
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    DT_CK(sum, cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    DT_CK(sum, step(s, buf, 0.5f));
+    sleep_ns(hold_ns);
+    DT_CK(sum, cuStreamEndCapture(s, &g));
+    if (!g)
+        return 0;
+    DT_CK(sum, cuGraphInstantiateWithFlags(&ge, g, 0));
+    DT_CK(sum, cuGraphLaunch(ge, s));
+    DT_CK(sum, cuStreamSynchronize(s));
+    DT_CK(sum, cuGraphExecDestroy(ge));
+    DT_CK(sum, cuGraphDestroy(g));
+    return 1;
+}
+
 static void *capture_thread(void *arg)
 {
     (void)arg;
-    CRCK(cuCtxSetCurrent(cr_ctx));
-    while (!__atomic_load_n(&cr_stop, __ATOMIC_ACQUIRE)) {
-        CUgraph g = NULL;
-        CUgraphExec ge = NULL;
-        CRCK(cuStreamBeginCapture(cr_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        CRCK(step(cr_stream, cr_buf, 0.5f));
-        CRCK(cuStreamEndCapture(cr_stream, &g));
-        if (!g)
-            break;
-        CRCK(cuGraphInstantiateWithFlags(&ge, g, 0));
-        CRCK(cuGraphLaunch(ge, cr_stream));
-        CRCK(cuStreamSynchronize(cr_stream));
-        CRCK(cuGraphExecDestroy(ge));
-        CRCK(cuGraphDestroy(g));
+    DT_CK(&cr_sum, cuCtxSetCurrent(cr_ctx));
+    while (!__atomic_load_n(&cr_stop, __ATOMIC_ACQUIRE) && capture_step(&cr_sum, cr_stream, cr_buf, 0))
         cr_captures++;
-    }
     return NULL;
 }
 
@@ -1270,35 +1283,15 @@ static CUstream cs_s;
 static CUdeviceptr cs_buf;
 static int cs_captures;
 static dt_sum_t cs_sum = {DT_FNV_OFFSET, 0, 0, "capture_staging"}; /* the capturer's calls (its own order) */
-#define CSCK(call) DT_CK(&cs_sum, call)
 static long long cs_alloc_ns;
-static void cs_sleep_ns(long long ns)
-{
-    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    while (ns > 0 && nanosleep(&t, &t) != 0)
-        ;
-}
 static void *capturer_thread(void *arg)
 {
     (void)arg;
     if (cuCtxSetCurrent(cs_ctx) != CUDA_SUCCESS) return (void *)1;
     for (int r = 0; r < ROUNDS + 4; r++) {
-        CUgraph g = NULL;
-        CUgraphExec ge = NULL;
         pthread_barrier_wait(&cs_go);
-        cs_sleep_ns(cs_alloc_ns / 10);
-        CSCK(cuStreamBeginCapture(cs_s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        CSCK(step(cs_s, cs_buf, 0.5f));
-        cs_sleep_ns(cs_alloc_ns * 4 / 3);
-        CSCK(cuStreamEndCapture(cs_s, &g));
-        if (g) {
-            CSCK(cuGraphInstantiateWithFlags(&ge, g, 0));
-            CSCK(cuGraphLaunch(ge, cs_s));
-            CSCK(cuStreamSynchronize(cs_s));
-            CSCK(cuGraphExecDestroy(ge));
-            CSCK(cuGraphDestroy(g));
-            cs_captures++;
-        }
+        sleep_ns(cs_alloc_ns / 10);
+        cs_captures += capture_step(&cs_sum, cs_s, cs_buf, cs_alloc_ns * 4 / 3);
         pthread_barrier_wait(&cs_done);
     }
     return NULL;
