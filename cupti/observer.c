@@ -487,6 +487,7 @@ static void *finalize_main(void *arg)
 {
     (void)arg;
     ag_guard++; /* CUDA calls CUPTI makes from here are its own, not the program's */
+    ag_thread_relaxed(); /* it may run while the program captures a graph of its own */
     uint64_t t = ag_now_ns();
     finalize_excluding_ends();
     atomic_fetch_add(&F.ns, ag_now_ns() - t);

@@ -1345,7 +1345,7 @@ static void *issuer_main(void *arg)
     struct engine *e = arg;
     use(e);
     ag_hook_depth++; /* what it issues is the program's work, seen by our hooks (the CUPTI guard) */
-    (void)ag_relaxed_begin(); /* for good: every call of this thread is the shim's own */
+    ag_thread_relaxed(); /* every call of this thread is the shim's own */
     struct job *j = &e->job;
     uint64_t last = ag_now_ns();
     int in_ctx = 0;

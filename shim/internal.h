@@ -150,6 +150,9 @@ _Static_assert(offsetof(ag_hot_t, real) + sizeof(void *) * (AG_ID_cuLaunchKernel
 extern AG_TLS uint64_t ag_timing_op;
 
 void ag_bind_cuda(void);
+/* For a thread of the shim's own (record.c): its driver calls, and those CUPTI makes on it, are made in the
+ * relaxed capture mode from now on (ag_relaxed_begin in record.h). */
+void ag_thread_relaxed(void);
 static inline void *ag_real_get(ag_id_t id)
 {
     if (AG_UNLIKELY(!atomic_load_explicit(&ag_bound, memory_order_acquire)))

@@ -40,6 +40,11 @@ int ag_record_bind(void)
                : 0;
 }
 
+void ag_thread_relaxed(void)
+{
+    (void)ag_relaxed_begin();
+}
+
 void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args)
 {
     if (lay->nparams > cap_ptrs) {
