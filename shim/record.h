@@ -155,10 +155,12 @@ void ag_unload_free(ag_unload_t *u);
 /* After the unload: the layouts of u's kernels are forgotten (every layout where u->all). */
 void ag_layouts_forget(const ag_unload_t *u);
 
-/* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. */
+/* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. The slot
+ * is read with acquire, as another context's engine may have just published the layout there (a plain
+ * load on x86-64 all the same). */
 static inline const ag_layout_t *ag_layout_of(CUfunction f)
 {
-    const ag_layout_t *l = ag_layouts[ag_layout_slot(f)];
+    const ag_layout_t *l = __atomic_load_n(&ag_layouts[ag_layout_slot(f)], __ATOMIC_ACQUIRE);
     return AG_LIKELY(l && l->handle == f) ? l : ag_layout_find(f);
 }
 

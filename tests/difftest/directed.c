@@ -741,7 +741,8 @@ static void t_stream_capture(void)
  * count of captures depends on timing, so only its errors count. The window is narrow (the capture's thread
  * makes its count right after the barrier, while this one sleeps on the engine's lock): with it widened by
  * 300 us in a local build, 7 of 100 runs of 4000 rounds differed before enter_locked issued the held work
- * first, 0 of 100 after; as built, a run seldom meets it, and the test guards the common interleavings.
+ * first, 0 of 100 after; as built, a run seldom meets it, and the test guards the common interleavings
+ * (capture_window holds the window open, with two contexts).
  * DT_CAPTURE_RACE_ROUNDS sets the rounds (896 by default); DT_CAPTURE_RACE_VERBOSE=1 prints the captures. */
 static CUcontext cr_ctx;
 static CUstream cr_stream;
@@ -1325,6 +1326,88 @@ static void t_capture_staging(void)
     CK(cuMemFree(cs_buf));
 }
 
+/* The window of a capture's start, held open. A thread of a second context (window_thread) holds the first
+ * launch of its replayed round when it begins a global capture; the capture's barrier passes this context's
+ * engine first (it holds nothing yet) and then issues the held launch of its own, made to take 20 ms in the
+ * fake (fakecuda_set_host_costs). Meanwhile, 5 ms in, this thread launches the first operation of its own
+ * replayed round, which its engine holds, and, 40 ms in, once the capture is counted, the next one, which
+ * goes to the driver as every call does while the program captures. The held one must reach the driver
+ * first: before the forty-sixth session's fix it waited for this thread's next sync (capture_race meets that
+ * window only by luck). */
+#define CW_LAUNCHES 16
+static pthread_barrier_t cw_go, cw_done;
+static CUcontext cw_ctx;
+static CUstream cw_s;
+static CUdeviceptr cw_buf, cw_cap;
+static dt_sum_t cw_sum = {DT_FNV_OFFSET, 0, 0, "capture_window"}; /* the other thread's calls */
+static unsigned long long cw_launch_ns, cw_graph_ns;
+static void *window_thread(void *arg)
+{
+    (void)arg;
+    CUstream sc = NULL;
+    if (cuCtxSetCurrent(cw_ctx) != CUDA_SUCCESS) return (void *)1;
+    DT_CK(&cw_sum, cuStreamCreate(&sc, CU_STREAM_NON_BLOCKING));
+    for (int r = 0; r < ROUNDS + 3; r++) {
+        pthread_barrier_wait(&cw_go);
+        if (r == ROUNDS)
+            fakecuda_set_host_costs(20000000, cw_graph_ns); /* 20 ms a launch, until the other thread resets it */
+        for (int i = 0; i < CW_LAUNCHES; i++) {
+            DT_CK(&cw_sum, i % 2 ? addto(cw_s, cw_buf, cw_buf) : step(cw_s, cw_buf, 0.125f * (float)(r + i)));
+            if (r == ROUNDS && i == 0)
+                capture_step(&cw_sum, sc, cw_cap, 50000000);
+        }
+        DT_CK(&cw_sum, cuStreamSynchronize(cw_s));
+        pthread_barrier_wait(&cw_done);
+    }
+    DT_CK(&cw_sum, cuStreamDestroy(sc));
+    return NULL;
+}
+
+static void t_capture_window(void)
+{
+    pthread_t th;
+    CUcontext ctx_a;
+    fakecuda_get_host_costs(&cw_launch_ns, &cw_graph_ns);
+    CK(cuCtxGetCurrent(&ctx_a));
+    CK(step(s1, X, 0.5f)); /* this context's engine is the first one, visited first by every barrier */
+    CK(cuStreamSynchronize(s1));
+    if (!second_context(&cw_ctx, &cw_s, &cw_go, &cw_done, window_thread, &th))
+        return;
+    CK(cuCtxSetCurrent(cw_ctx));
+    CK(cuMemAlloc(&cw_buf, N * 4));
+    CK(cuMemAlloc(&cw_cap, N * 4));
+    CK(cuMemsetD32(cw_buf, 0, N));
+    CK(cuMemsetD32(cw_cap, 0, N));
+    CK(cuCtxSetCurrent(ctx_a));
+    for (int r = 0; r < ROUNDS + 3; r++) {
+        pthread_barrier_wait(&cw_go);
+        if (r == ROUNDS)
+            sleep_ns(5000000);
+        CK(step(s1, X, 0.01f * (float)r));
+        if (r == ROUNDS) {
+            sleep_ns(35000000);
+            fakecuda_set_host_costs(cw_launch_ns, cw_graph_ns);
+        }
+        CK(addto(s1, Y, X)); /* reads what the launch before it wrote */
+        CK(step(s1, Y, 0.5f));
+        CK(store(s1, P2, Y));
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+        pthread_barrier_wait(&cw_done);
+    }
+    float h[2 * N]; /* (the other thread synced its stream before its last round ended) */
+    CK(cuCtxSetCurrent(cw_ctx));
+    CK(cuMemcpyDtoH(h, cw_buf, N * 4));
+    CK(cuMemcpyDtoH(h + N, cw_cap, N * 4));
+    CK(cuMemFree(cw_buf));
+    CK(cuMemFree(cw_cap));
+    CK(cuCtxSetCurrent(ctx_a));
+    end_second_context(th, cw_ctx, cw_s);
+    S.errors += cw_sum.errors;
+    S.hash = dt_fnv_u64(S.hash, cw_sum.hash);
+    observe(ROUNDS + 3, h, sizeof h);
+}
+
 /* Four threads, a context each, all at once: each runs its own repeating work with allocations and
  * frees in the middle (barriers that issue the other engines' held work, at times the threads' race
  * decides), event and stream syncs of its own, and reads its results through pinned memory. The results
@@ -1691,6 +1774,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "capture_race")) t_capture_race();
     else if (!strcmp(n, "capture_staging")) t_capture_staging();
+    else if (!strcmp(n, "capture_window")) t_capture_window();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();

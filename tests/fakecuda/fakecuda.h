@@ -124,6 +124,8 @@ void fakecuda_run_all(void);
 /* Sets the host costs of launches (kernels, memsets, copies) and of graph launches, in ns (as
  * FAKECUDA_LAUNCH_NS and FAKECUDA_GRAPH_NS do at start-up): a program can change them mid-run. */
 void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long graph_ns);
+/* The host costs in force (to set them back after a change). */
+void fakecuda_get_host_costs(unsigned long long *launch_ns, unsigned long long *graph_ns);
 
 /* Exactly cuLaunchKernel, CUPTI reports included (under cuLaunchKernel's callback id and name), through
  * a name the shim does not hook: a launch that reaches the driver by a route no hook sees (a pointer

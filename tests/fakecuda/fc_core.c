@@ -649,6 +649,14 @@ void fakecuda_set_host_costs(unsigned long long launch_ns, unsigned long long gr
     fc_leave();
 }
 
+void fakecuda_get_host_costs(unsigned long long *launch_ns, unsigned long long *graph_ns)
+{
+    fc_lock();
+    *launch_ns = fc_g.launch_ns;
+    *graph_ns = fc_g.graph_ns;
+    fc_leave();
+}
+
 void fakecuda_stats(fakecuda_stats_t *out)
 {
     fc_lock();
