@@ -207,6 +207,7 @@ typedef struct prog {
     long turn;
     CUcontext ctx;
     int obs_stop; /* --observer: ends the polling thread */
+    int cap_stop; /* --capturer: ends the capturing thread */
     /* --twoctx: the side stream is a stream of a second context, with its own module and library */
     CUcontext ctx2;
     CUmodule mod2;
@@ -251,6 +252,10 @@ static int g_verbose;
 static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
+static int g_capturer; /* --capturer: a thread of a context of its own captures graphs all along */
+/* Held by the capturing thread from a capture's start to its end, and by the program around a device-wide
+ * sync (which breaks any capture, as in CUDA): the program's calls stay the same, only their timing moves. */
+static pthread_mutex_t g_cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
 static int g_farquery; /* --farquery: the program queries an event it recorded 34 or more operations before */
 /* --poll: a query that ends a step (SY_EVQUERY, SY_STQUERY) is repeated until it answers done, as a program
@@ -666,7 +671,12 @@ static void exec_op(prog_t *p, int idx, int it)
     case OP_SYNC:
         switch (o->sync_kind) {
         case SY_STREAM: DT_CK(S, cuStreamSynchronize(p->s_main)); covered(p); break;
-        case SY_CTX: DT_CK(S, cuCtxSynchronize()); covered(p); break;
+        case SY_CTX:
+            if (g_capturer) pthread_mutex_lock(&g_cap_mu);
+            DT_CK(S, cuCtxSynchronize());
+            if (g_capturer) pthread_mutex_unlock(&g_cap_mu);
+            covered(p);
+            break;
         case SY_EVENT:
             DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
             DT_CK(S, cuEventSynchronize(p->ev_sync));
@@ -901,6 +911,73 @@ static void *observer(void *arg)
     return NULL;
 }
 
+/* --capturer's kernel, dt_cap(y, n): y += 1, and nothing else (the other kernels add to the journal, which the
+ * output reads; this one's count of runs is the threads' timing's). */
+static void k_cap(void **args, const fakecuda_dims_t *d)
+{
+    float *y = ARG(float *, 0);
+    unsigned c = cover(d, ARG(int, 1));
+    for (unsigned i = 0; i < c; i++) y[i] += 1.0f;
+}
+static const size_t k_cap_sizes[2] = {8, 4};
+
+/* --capturer: a thread in a context of its own (made once, kept for every program of the process) captures a
+ * graph of one launch on a stream of its own, every 0.3-3 ms while the program runs, then instantiates,
+ * launches, syncs and destroys it. Each capture's start is a barrier for every engine that holds work, and
+ * while a capture lasts every engine passes every call to the driver: the program's engines go between
+ * holding and passing at points the threads' timing decides, in the middle of chunks, with held work to issue
+ * first. Relaxed mode, so that nothing of the program's is refused meanwhile (a global capture would make
+ * its allocations fail, at times the threads decide). What it computes, and how many captures it makes, are
+ * not part of the output; its errors are. */
+static struct {
+    CUcontext ctx;
+    CUfunction f;
+    CUstream s;
+    CUdeviceptr y;
+} g_cap;
+static void *capturer(void *arg)
+{
+    prog_t *p = arg;
+    dt_sum_t sum = {DT_FNV_OFFSET, 0, 0, "capturer"};
+    int n = 256;
+    if (!g_cap.ctx) {
+        CUdevice dev;
+        CUmodule mod;
+        CUcontext ctx = NULL;
+        if (DT_CK(&sum, cuDeviceGet(&dev, 0)) || DT_CK(&sum, cuCtxCreate(&ctx, NULL, 0, dev)) ||
+            DT_CK(&sum, cuModuleLoadData(&mod, fake_image)) || DT_CK(&sum, cuModuleGetFunction(&g_cap.f, mod, "dt_cap")) ||
+            DT_CK(&sum, cuStreamCreate(&g_cap.s, CU_STREAM_NON_BLOCKING)) || DT_CK(&sum, cuMemAlloc(&g_cap.y, (size_t)n * 4))) {
+            __atomic_add_fetch(&p->sum.errors, sum.errors, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        g_cap.ctx = ctx;
+    }
+    DT_CK(&sum, cuCtxSetCurrent(g_cap.ctx));
+    void *args[] = {&g_cap.y, &n};
+    uint64_t r = p->seed * 0x9E3779B97F4A7C15ull + 1;
+    while (!__atomic_load_n(&p->cap_stop, __ATOMIC_ACQUIRE) && !sum.errors) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        struct timespec gap = {0, (long)(300000 + (r >> 33) % 2700000)};
+        nanosleep(&gap, NULL);
+        CUgraph g = NULL;
+        CUgraphExec ge = NULL;
+        pthread_mutex_lock(&g_cap_mu);
+        DT_CK(&sum, cuStreamBeginCapture(g_cap.s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        DT_CK(&sum, cuLaunchKernel(g_cap.f, 1, 1, 1, 256, 1, 1, 0, g_cap.s, args, NULL));
+        sched_yield(); /* the program's thread goes on while the capture lasts */
+        CUresult e = DT_CK(&sum, cuStreamEndCapture(g_cap.s, &g));
+        pthread_mutex_unlock(&g_cap_mu);
+        if (e != CUDA_SUCCESS || !g) break;
+        DT_CK(&sum, cuGraphInstantiateWithFlags(&ge, g, 0));
+        DT_CK(&sum, cuGraphLaunch(ge, g_cap.s));
+        DT_CK(&sum, cuStreamSynchronize(g_cap.s));
+        DT_CK(&sum, cuGraphExecDestroy(ge));
+        DT_CK(&sum, cuGraphDestroy(g));
+    }
+    __atomic_add_fetch(&p->sum.errors, sum.errors, __ATOMIC_RELAXED);
+    return NULL;
+}
+
 /* The program's kernels, as functions of a module and as kernels of a library, in the current context. */
 static void load_kernels(prog_t *p, CUmodule *mod, CUlibrary *lib, CUfunction *fn, CUkernel *kn)
 {
@@ -1083,6 +1160,9 @@ static int run_program(uint64_t seed)
     pthread_t obs_th;
     int obs = g_observer && pthread_create(&obs_th, NULL, observer, p) == 0;
     if (g_observer && !obs) S->errors++;
+    pthread_t cap_th;
+    int cap = g_capturer && pthread_create(&cap_th, NULL, capturer, p) == 0;
+    if (g_capturer && !cap) S->errors++;
     if (p->threads) {
         pthread_t th;
         pthread_mutex_init(&p->mu, NULL);
@@ -1098,6 +1178,10 @@ static int run_program(uint64_t seed)
     if (obs) {
         __atomic_store_n(&p->obs_stop, 1, __ATOMIC_RELEASE);
         pthread_join(obs_th, NULL);
+    }
+    if (cap) {
+        __atomic_store_n(&p->cap_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(cap_th, NULL);
     }
     if (p->pauses && p->pauses % 2 == 0 && g_pause_fn) g_pause_fn(0); /* paused at the end: back for the next program */
 
@@ -1159,6 +1243,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verbose")) g_verbose = 1;
         else if (!strcmp(argv[i], "--host-us") && i + 1 < argc) g_host_us = atol(argv[++i]);
         else if (!strcmp(argv[i], "--observer")) g_observer = 1;
+        else if (!strcmp(argv[i], "--capturer")) g_capturer = 1;
         else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
         else if (!strcmp(argv[i], "--farquery")) g_farquery = 1;
         else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
@@ -1166,7 +1251,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) g_buckets = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--oldquery] [--farquery] [--twoctx] [--buckets N] [--poll]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--capturer] [--oldquery] [--farquery] [--twoctx] [--buckets N] [--poll]\n", argv[0]);
             return 2;
         }
     }
@@ -1186,6 +1271,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "difftest: cannot register %s\n", k_names[k]);
             return 2;
         }
+    }
+    if (g_capturer && fakecuda_register_kernel("dt_cap", k_cap, 2, k_cap_sizes)) {
+        fprintf(stderr, "difftest: cannot register dt_cap\n");
+        return 2;
     }
     CUdevice dev;
     CUcontext ctx;

@@ -53,4 +53,6 @@ run bash "$D" "$b" --directed capture_race
 # and while it holds a launch (the capture's barrier slowed by the other context's held work)
 FAKECUDA_HOST_ALLOC_NS=30000000 run bash "$D" "$b" --directed capture_staging
 run bash "$D" "$b" --directed capture_window
+# a thread of a third context capturing now and then (relaxed mode) beside two contexts' programs
+run bash "$D" "$b" 42000 40 "--capturer --twoctx"
 exit $fail
