@@ -933,6 +933,7 @@ static void sample_collect(void)
     if (!E.S.full)
         return;
     ag_guard++;
+    CUstreamCaptureMode mode = ag_relaxed_begin(); /* a query CUDA may refuse beside a capture */
     float span = 0;
     CUresult r = REAL(cuEventQuery)(E.S.ev[2 * SAMPLE_LAUNCHES - 1]);
     if (r == CUDA_SUCCESS)
@@ -943,6 +944,7 @@ static void sample_collect(void)
         r = REAL(cuEventElapsedTime_v2)(&ms, E.S.ev[2 * i], E.S.ev[2 * i + 1]);
         busy += ms;
     }
+    ag_relaxed_end(mode);
     ag_guard--;
     if (r == CUDA_ERROR_NOT_READY)
         return; /* asked again at the next graph launch */

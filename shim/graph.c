@@ -138,7 +138,12 @@ static int chunk_streams(const ag_chunk_t *c, CUstream *streams, uint8_t *sidx)
 
 static int make_event(CUevent *ev)
 {
-    return *ev || ag_drv.cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? 0 : -1;
+    if (*ev)
+        return 0;
+    CUstreamCaptureMode mode = ag_relaxed_begin();
+    CUresult r = ag_drv.cuEventCreate(ev, CU_EVENT_DISABLE_TIMING);
+    ag_relaxed_end(mode);
+    return r == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* Private streams and events for a capture over `n` streams. */
@@ -250,6 +255,36 @@ void ag_stage_issued_op(const ag_op_t *o)
         stage_fence(o->stage, o->stream);
 }
 
+/* Staging moves to the next buffer, allocated where it is not yet: -1 where that one cannot be written yet.
+ * Its fence queries and its allocation are both calls CUDA may refuse beside a capture: the caller makes
+ * them in the relaxed mode. */
+static int stage_next(void)
+{
+    int next = G.stg.buf[G.stg.cur] ? (G.stg.cur + 1) % STAGE_BUFS : G.stg.cur;
+    if (G.stg.pending_mask & (1u << next))
+        return -1; /* the held work still reads it */
+    if (G.stg.retired & (1u << next)) {
+        AG_LOG_CAPPED(AG_LOG_DEBUG, "a staging buffer could not be fenced; it is replaced (and kept)");
+        G.stg.buf[next] = NULL; /* leaked on purpose: work issued earlier may still read it */
+        G.stg.retired &= ~(1u << next);
+    } else {
+        /* Copies issued earlier still read it unless their fences passed; no waiting here. */
+        for (int k = 0; k < G.stg.nfence[next]; k++)
+            if (REAL(cuEventQuery)(G.stg.fence_ev[next][k]) != CUDA_SUCCESS)
+                return -1;
+    }
+    G.stg.nfence[next] = 0;
+    if (!G.stg.buf[next]) {
+        void *made = NULL; /* through its own type: the buffer's pointer is not a void * */
+        if (REAL(cuMemAllocHost_v2)(&made, STAGE_SIZE) != CUDA_SUCCESS)
+            return -1;
+        G.stg.buf[next] = made;
+    }
+    G.stg.cur = next;
+    G.stg.off = 0;
+    return 0;
+}
+
 /* A pinned copy of n bytes of a pageable source, valid until the work that reads it has run. */
 void *ag_stage_copy(const void *src, size_t n, int8_t *which)
 {
@@ -257,31 +292,11 @@ void *ag_stage_copy(const void *src, size_t n, int8_t *which)
     if (need > STAGE_SIZE)
         return NULL;
     if (G.stg.off + need > STAGE_SIZE || !G.stg.buf[G.stg.cur]) {
-        int next = G.stg.buf[G.stg.cur] ? (G.stg.cur + 1) % STAGE_BUFS : G.stg.cur;
-        if (G.stg.pending_mask & (1u << next))
-            return NULL; /* the held work still reads it */
-        if (G.stg.retired & (1u << next)) {
-            AG_LOG_CAPPED(AG_LOG_DEBUG, "a staging buffer could not be fenced; it is replaced (and kept)");
-            G.stg.buf[next] = NULL; /* leaked on purpose: work issued earlier may still read it */
-            G.stg.retired &= ~(1u << next);
-        } else {
-            /* Copies issued earlier still read it unless their fences passed; no waiting here. */
-            for (int k = 0; k < G.stg.nfence[next]; k++)
-                if (REAL(cuEventQuery)(G.stg.fence_ev[next][k]) != CUDA_SUCCESS)
-                    return NULL;
-        }
-        G.stg.nfence[next] = 0;
-        if (!G.stg.buf[next]) {
-            void *made = NULL; /* through its own type: the buffer's pointer is not a void * */
-            CUstreamCaptureMode mode = ag_relaxed_begin();
-            CUresult r = REAL(cuMemAllocHost_v2)(&made, STAGE_SIZE);
-            ag_relaxed_end(mode);
-            if (r != CUDA_SUCCESS)
-                return NULL;
-            G.stg.buf[next] = made;
-        }
-        G.stg.cur = next;
-        G.stg.off = 0;
+        CUstreamCaptureMode mode = ag_relaxed_begin();
+        int r = stage_next();
+        ag_relaxed_end(mode);
+        if (r)
+            return NULL;
     }
     unsigned char *p = G.stg.buf[G.stg.cur] + G.stg.off;
     G.stg.off += need;

@@ -549,6 +549,10 @@ static CUresult fc_event_wait(CUevent h, int query)
         fc_capture_invalidate(e->cap);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
+    /* a potentially unsafe call as well, where the thread's mode forbids it (PyTorch's page-locked host
+     * allocator queries events at each allocation, and sets the relaxed mode for it during a capture) */
+    CUresult r = fc_capture_unsafe_check();
+    if (r) return r;
     if (!query) fc_g.stats.syncs++;
     if (fc_g.dev_on && e->recorded) { /* the modeled device reaches the record then */
         if (query && fc_g.dev_queries && fc_now_ns() < e->dev_at) return CUDA_ERROR_NOT_READY;

@@ -468,6 +468,18 @@ static void test_capture(void)
         ERR(cuStreamEndCapture(s, &g), other[k].alloc ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
         if (!other[k].alloc) OK(cuGraphDestroy(g));
     }
+    /* an event query (of an event outside the capture) in a global capture's thread: the same */
+    CUevent outside;
+    OK(cuEventCreate(&outside, CU_EVENT_DISABLE_TIMING));
+    OK(cuEventRecord(outside, s2));
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    ERR(cuEventQuery(outside), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuEventQuery(outside));
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuGraphDestroy(g));
+    OK(cuEventDestroy(outside));
     OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     OK(cuThreadExchangeStreamCaptureMode(&mode));
