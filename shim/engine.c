@@ -836,12 +836,15 @@ static void reap(void)
 {
     if (AG_LIKELY(!E.ndead) || E.npending || atomic_load_explicit(&E.job.state, memory_order_acquire) != JOB_IDLE)
         return;
+    /* later than the program's call: maybe beside a capture that call did not meet */
+    CUstreamCaptureMode mode = ag_relaxed_begin();
     for (uint32_t i = 0; i < E.ndead; i++) {
         CUresult r = REAL(cuEventDestroy_v2)(E.dead[i]);
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "destroying an event after the held work that named it failed (CUDA error %d)",
                           (int)r);
     }
+    ag_relaxed_end(mode);
     E.ndead = 0;
 }
 
