@@ -253,9 +253,19 @@ static long g_host_us; /* --host-us: the host's own work after each launch (host
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_capturer; /* --capturer: a thread of a context of its own captures graphs all along */
-/* Held by the capturing thread from a capture's start to its end, and by the program around a device-wide
- * sync (which breaks any capture, as in CUDA): the program's calls stay the same, only their timing moves. */
+/* Held by the capturing thread from a capture's start to its end, and by the program's threads around each
+ * call that a global capture forbids (allocations, frees, event queries and syncs, a device-wide sync: CUDA
+ * would refuse it and invalidate the capture): the program's calls stay the same, only their timing moves.
+ * The calls the library makes of its own must need no such care. */
 static pthread_mutex_t g_cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static void cap_hold(void)
+{
+    if (g_capturer) pthread_mutex_lock(&g_cap_mu);
+}
+static void cap_release(void)
+{
+    if (g_capturer) pthread_mutex_unlock(&g_cap_mu);
+}
 static int g_oldquery; /* --oldquery: the program queries events it recorded earlier, now and then */
 static int g_farquery; /* --farquery: the program queries an event it recorded 34 or more operations before */
 /* --poll: a query that ends a step (SY_EVQUERY, SY_STQUERY) is repeated until it answers done, as a program
@@ -268,9 +278,11 @@ static int g_poll;
 static CUresult step_query(prog_t *p, int stream)
 {
     CUresult q;
-    do
+    do {
+        cap_hold();
         q = stream ? cuStreamQuery(p->s_main) : cuEventQuery(p->ev_sync);
-    while (g_poll && q == CUDA_ERROR_NOT_READY);
+        cap_release();
+    } while (g_poll && q == CUDA_ERROR_NOT_READY);
     return q;
 }
 static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
@@ -672,14 +684,16 @@ static void exec_op(prog_t *p, int idx, int it)
         switch (o->sync_kind) {
         case SY_STREAM: DT_CK(S, cuStreamSynchronize(p->s_main)); covered(p); break;
         case SY_CTX:
-            if (g_capturer) pthread_mutex_lock(&g_cap_mu);
+            cap_hold();
             DT_CK(S, cuCtxSynchronize());
-            if (g_capturer) pthread_mutex_unlock(&g_cap_mu);
+            cap_release();
             covered(p);
             break;
         case SY_EVENT:
             DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
+            cap_hold();
             DT_CK(S, cuEventSynchronize(p->ev_sync));
+            cap_release();
             covered(p);
             break;
         case SY_EVQUERY:
@@ -732,7 +746,9 @@ static void exec_op(prog_t *p, int idx, int it)
         float w1 = 0.5f + (float)sc * 0.01f, w2 = -0.25f;
         void *k1[] = {&t, &a, &w1, &n}, *k2[] = {&b, &t, &w2, &n};
         if (o->kind == OP_TMPFREE) {
+            cap_hold();
             DT_CK(S, cuMemAlloc(&t, (size_t)n * 4));
+            cap_release();
         } else {
             if (p->late_free) DT_CK(S, cuMemFreeAsync(p->late_free, p->s_main));
             p->late_free = 0;
@@ -746,7 +762,9 @@ static void exec_op(prog_t *p, int idx, int it)
          * event says the main stream's kernels are done with it (another context's stream: at once) */
         unsigned how = ((unsigned)o->iv[0] >> 29) & 3;
         if (o->kind == OP_TMPFREE) {
+            cap_hold();
             DT_CK(S, cuMemFree(t));
+            cap_release();
         } else if (how == 2) {
             p->late_free = t;
         } else if (how == 3 && !g_twoctx) {
@@ -764,13 +782,21 @@ static void exec_op(prog_t *p, int idx, int it)
     /* --oldquery: now and then a query of an event recorded earlier (ev_sync: always before a barrier,
      * its own sync or query; ev_join: maybe in this segment), its answer not part of the output */
     dt_rng_t qr = {dt_mix(p->seed ^ 0x01dull, (uint64_t)it * 7919 + (uint64_t)idx)};
-    if (g_oldquery && dt_below(&qr, 6) == 0) (void)cuEventQuery(dt_below(&qr, 2) ? p->ev_sync : p->ev_join);
+    if (g_oldquery && dt_below(&qr, 6) == 0) {
+        cap_hold();
+        (void)cuEventQuery(dt_below(&qr, 2) ? p->ev_sync : p->ev_join);
+        cap_release();
+    }
     /* --farquery: an event recorded early in the iteration, queried once far later in two iterations of
      * three (as PyTorch's page-locked host allocator queries, at loss.item(), the events of the step's
      * batches as far as another thread has not), its answer not part of the output: no barrier where the
      * record came 32 operations before or more (held still: answered "not ready") */
     if (g_farquery && idx == p->far_rec) DT_CK(&p->sum, cuEventRecord(p->ev_far, p->s_main));
-    if (g_farquery && idx == p->far_q && dt_below(&qr, 3) != 0) (void)cuEventQuery(p->ev_far);
+    if (g_farquery && idx == p->far_q && dt_below(&qr, 3) != 0) {
+        cap_hold();
+        (void)cuEventQuery(p->ev_far);
+        cap_release();
+    }
 }
 
 /* Runs one (iteration, op) step, applying a sabotage if one is armed: the bugs a broken shim would
@@ -892,6 +918,7 @@ static void *observer(void *arg)
     uint64_t r = p->seed ^ 0x0b5e7e;
     while (!__atomic_load_n(&p->obs_stop, __ATOMIC_ACQUIRE)) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
+        cap_hold();
         switch ((unsigned)((r >> 33) % kinds)) {
         case 0: (void)cuEventQuery(p->ev_sync); break;
         case 1: (void)cuEventQuery(p->ev_join); break;
@@ -907,6 +934,7 @@ static void *observer(void *arg)
         case 7: (void)cuStreamSynchronize(p->s_main); break;
         default: sched_yield(); break;
         }
+        cap_release();
     }
     return NULL;
 }
@@ -926,9 +954,10 @@ static const size_t k_cap_sizes[2] = {8, 4};
  * launches, syncs and destroys it. Each capture's start is a barrier for every engine that holds work, and
  * while a capture lasts every engine passes every call to the driver: the program's engines go between
  * holding and passing at points the threads' timing decides, in the middle of chunks, with held work to issue
- * first. Relaxed mode, so that nothing of the program's is refused meanwhile (a global capture would make
- * its allocations fail, at times the threads decide). What it computes, and how many captures it makes, are
- * not part of the output; its errors are. */
+ * first. Global mode, PyTorch's default: the program's calls it forbids wait for its end (g_cap_mu), and a
+ * call of the library's own that it forbids (an allocation, a query of its own event) would fail here and
+ * invalidate the capture (fakecuda's rule, as CUDA's). What it computes, and how many captures it makes,
+ * are not part of the output; its errors are. */
 static struct {
     CUcontext ctx;
     CUfunction f;
@@ -962,7 +991,7 @@ static void *capturer(void *arg)
         CUgraph g = NULL;
         CUgraphExec ge = NULL;
         pthread_mutex_lock(&g_cap_mu);
-        DT_CK(&sum, cuStreamBeginCapture(g_cap.s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        DT_CK(&sum, cuStreamBeginCapture(g_cap.s, CU_STREAM_CAPTURE_MODE_GLOBAL));
         DT_CK(&sum, cuLaunchKernel(g_cap.f, 1, 1, 1, 256, 1, 1, 0, g_cap.s, args, NULL));
         sched_yield(); /* the program's thread goes on while the capture lasts */
         CUresult e = DT_CK(&sum, cuStreamEndCapture(g_cap.s, &g));

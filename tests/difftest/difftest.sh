@@ -93,7 +93,11 @@ random_programs() {
     [[ -s $tmp/rand.shim.err ]] && { echo "shim side stderr (tail):"; tail -n 10 "$tmp/rand.shim.err"; }
     s=$(echo "$bad" | head -n1)
     [[ -n $s ]] && repro "$bin/difftest" --first "$s" --count 1 --verbose $extra
-    echo "difftest: $nbad of $count programs differ"
+    if [[ $nbad -eq 0 ]]; then
+        echo "difftest: every program's output is identical, but the shim side exited $shim_rc (its stderr above)"
+    else
+        echo "difftest: $nbad of $count programs differ"
+    fi
     return 1
 }
 

@@ -61,11 +61,10 @@ int fc_ptr_check(uintptr_t p, size_t n)
     return p ? FC_PTR_PAGEABLE : FC_PTR_BAD;
 }
 
-static CUresult fc_mem_alloc(CUdeviceptr *dptr, size_t n)
+/* Device memory (no capture rule: a stream-ordered allocation is no unsafe call). */
+static CUresult fc_dev_alloc(CUdeviceptr *dptr, size_t n)
 {
     if (!dptr || n == 0) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = fc_capture_unsafe_check();
-    if (r) return r;
     size_t mapped = (n + 4095) & ~(size_t)4095;
     if (mapped < n || mapped > dev_size - dev_next) return CUDA_ERROR_OUT_OF_MEMORY;
     unsigned char *p = dev_base + dev_next;
@@ -80,6 +79,11 @@ static CUresult fc_mem_alloc(CUdeviceptr *dptr, size_t n)
     dev_used += mapped;
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
+}
+static CUresult fc_mem_alloc(CUdeviceptr *dptr, size_t n)
+{
+    CUresult r = fc_capture_unsafe_check();
+    return r ? r : fc_dev_alloc(dptr, n);
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { FC_API(1, fc_mem_alloc(dptr, n)); }
 
@@ -120,7 +124,7 @@ static CUresult fc_mem_alloc_async(CUdeviceptr *dptr, size_t n, CUstream h, int 
     size_t mapped = (n + 4095) & ~(size_t)4095;
     if (fc_g.pool_limit && (mapped < n || fc_g.pool_in_use + mapped > fc_g.pool_limit))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r = fc_mem_alloc(dptr, n);
+    r = fc_dev_alloc(dptr, n);
     if (r) return r;
     fc_alloc *a = alloc_find((uintptr_t)*dptr, 1);
     a->pooled = 1;
