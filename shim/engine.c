@@ -1077,12 +1077,22 @@ static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_fre
     } else {
         if (own)
             ag_stage_issued(c, s); /* the chunk's other streams wait for the graph on this one */
-        /* the application's event records last: after our own sample event and staging fences */
-        CUresult rr = ag_graph_record_events(c);
+        /* The application's event records last, after our own sample event and staging fences, and its held
+         * frees among them in its order (on the graph's streams, which follow it: ag_graph_launch): a sync on
+         * a record, then a query of its stream, must find the stream done, as without the shim. A free
+         * issued after a record it came before left work behind that record (found by a random program
+         * whose stream query after its event's then answered "not ready" on fakecuda only under the shim). */
+        CUresult rr = CUDA_SUCCESS;
+        uint32_t f = 0;
+        for (uint32_t i = 0; i < c->n; i++)
+            if (c->ops[i].kind == OP_EVREC) {
+                issue_frees(frees, nfrees, &f, i);
+                if (rr == CUDA_SUCCESS)
+                    rr = ag_issue(&c->ops[i], c->ops[i].stream, c->arena);
+            }
+        issue_frees(frees, nfrees, &f, c->n);
         if (rr != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "recording the application's events after a graph failed (CUDA error %d)", (int)rr);
-        uint32_t f = 0;
-        issue_frees(frees, nfrees, &f, c->n); /* on the graph's streams, which follow it (ag_graph_launch) */
     }
     took[0] = t1 - t0;
     took[1] = t2 - t1;

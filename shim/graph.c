@@ -894,15 +894,6 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
     return CUDA_SUCCESS;
 }
 
-CUresult ag_graph_record_events(const ag_chunk_t *c)
-{
-    CUresult r = CUDA_SUCCESS;
-    for (uint32_t i = 0; r == CUDA_SUCCESS && i < c->n; i++)
-        if (c->ops[i].kind == OP_EVREC)
-            r = ag_issue(&c->ops[i], c->ops[i].stream, c->arena);
-    return r;
-}
-
 
 CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
 {

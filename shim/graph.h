@@ -41,13 +41,10 @@ const ag_op_t *ag_graph_op(const ag_graph_t *g, uint32_t i);
  * first. */
 CUstream ag_graph_stream(const ag_graph_t *g);
 /* Launches the graph for the chunk, ordered with the chunk's streams and the events it waits for.
- * CUDA's result: a failure means nothing of the chunk was issued. The chunk's event records are left to
- * ag_graph_record_events. */
+ * CUDA's result: a failure means nothing of the chunk was issued. The chunk's event records are the
+ * caller's to make after it (engine.c, issue_graph: the last thing on their streams, with the chunk's
+ * held frees in the program's order). */
 CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c);
-/* Records the application's events of a launched chunk: the last thing on their streams, after
- * anything of the shim's own that follows the graph (a sync on one of them, then a query of its
- * stream, must find the stream done, as it would without the shim). */
-CUresult ag_graph_record_events(const ag_chunk_t *c);
 /* Destroys v's graph (the learner's release callback too). */
 void ag_graph_release(ag_variant_t *v, void *ctx);
 /* Stream s is destroyed: the graphs that hold the legacy stream's implicit order with it are destroyed (its

@@ -296,6 +296,34 @@ static void t_memfree(int async)
     }
 }
 
+/* A stream-ordered free held in the middle of a round whose last call is an event record: after a sync
+ * on the event, a query of the stream must find it done, as without the shim (the fake answers a query of
+ * a stream position not yet done "not ready" the first time: FAKECUDA_QUERY_NOT_READY's rule, set here).
+ * Until the forty-seventh session the shim issued a chunk's held frees after its event records, which
+ * left the free pending behind the record (a random program found it through its stream query). */
+static void t_free_record(void)
+{
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    fakecuda_set_query_not_ready(1);
+    for (int r = 0; r < ROUNDS; r++) {
+        CUdeviceptr t;
+        CK(cuMemAllocAsync(&t, N * 4, s1));
+        CK(cuMemsetD32Async(t, 0x3e800000u, N, s1));
+        pattern(s1, r);
+        CK(addto(s1, Y, t));
+        CK(cuMemFreeAsync(t, s1)); /* held: the launch before it is */
+        CK(step(s1, X, 0.5f));
+        CK(store(s1, P2, X));
+        CK(cuEventRecord(ev, s1));
+        CK(cuEventSynchronize(ev));
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)cuStreamQuery(s1)); /* CUDA_SUCCESS, plain */
+        observe(r, P2, OBS * 4);
+    }
+    fakecuda_set_query_not_ready(0);
+    CK(cuEventDestroy(ev));
+}
+
 static void t_stream_wait_event(int memop)
 {
     CUevent ev, back;
@@ -1752,6 +1780,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "memfree")) t_memfree(0);
     else if (!strcmp(n, "memfree_async")) t_memfree(1);
     else if (!strcmp(n, "memfree_async_twice")) t_memfree(2);
+    else if (!strcmp(n, "free_record")) t_free_record();
     else if (!strcmp(n, "stream_wait_event")) t_stream_wait_event(0);
     else if (!strcmp(n, "stream_memops")) t_stream_wait_event(1);
     else if (!strcmp(n, "event_query_deferred")) t_event_query_deferred();
