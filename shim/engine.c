@@ -3677,6 +3677,11 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
     use(prev);
 }
 
+void ag_engine_capture_counted(ag_id_t id)
+{
+    count_capture(id);
+}
+
 void ag_engine_capture_failed(ag_id_t id)
 {
     if (strstr(ag_hook_names[id], "BeginCapture"))

@@ -319,6 +319,9 @@ static inline void ag_bar_timed(ag_id_t id, uint64_t engine_ns, uint64_t driver_
     atomic_fetch_add_explicit(&b->engine_ns, engine_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->driver_ns, driver_ns, memory_order_relaxed);
 }
+/* The application's capture begins or ends (a capture hook's call) while the engines are off (paused):
+ * counted all the same, as every engine must pass its calls while one lasts, whenever it began. */
+void ag_engine_capture_counted(ag_id_t id);
 /* The application's capture did not begin after all. */
 void ag_engine_capture_failed(ag_id_t id);
 /* At exit: issues what is still deferred and stops deferring. */

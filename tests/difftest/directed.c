@@ -271,6 +271,49 @@ static void t_pause_race(void)
         pthread_join(th, NULL);
 }
 
+/* The program's own capture begun while the shim runs and ended while it is paused (autograph_pause), and
+ * one begun while paused and ended after it resumed: each capture's start and end count whether the shim
+ * is paused or not (every engine passes its calls while one lasts). Until the forty-seventh session a
+ * paused shim did not count them: the first left the count at one for good, and every engine passed every
+ * call from then on (nothing replayed again, which the test's statistics catch: DT_EXPECT), the second let
+ * the engine hold the launches made into the capture after the resume. */
+static void t_pause_capture(void)
+{
+    dt_pause_fn_t pause_fn = dt_pause_fn();
+    CUstream sc;
+    CUgraph g;
+    CUgraphExec ge;
+    CK(cuStreamCreate(&sc, CU_STREAM_NON_BLOCKING));
+    for (int phase = 0; phase < 3; phase++) {
+        for (int r = 0; r < ROUNDS; r++) {
+            pattern(s1, r);
+            CK(cuStreamSynchronize(s1));
+            observe(phase * (ROUNDS + 1) + r, P2, OBS * 4);
+        }
+        if (phase == 2)
+            break;
+        if (phase == 1 && pause_fn) pause_fn(1);
+        CK(cuStreamBeginCapture(sc, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        if (pause_fn) pause_fn(phase == 0);
+        CK(addto(sc, Z, X)); /* captured (phase 1: after the resume) */
+        CK(step(sc, Z, 0.25f));
+        CK(cuStreamEndCapture(sc, &g));
+        if (phase == 0 && pause_fn) pause_fn(0);
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        CK(cuGraphLaunch(ge, sc));
+        CK(cuStreamSynchronize(sc));
+        size_t nn = 0;
+        CK(cuGraphGetNodes(g, NULL, &nn));
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)nn);
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        float h[OBS];
+        CK(cuMemcpyDtoH(h, Z, sizeof h));
+        observe(phase * (ROUNDS + 1) + ROUNDS, h, sizeof h);
+    }
+    CK(cuStreamDestroy(sc));
+}
+
 static void t_memfree(int async)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -1799,6 +1842,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "unload_libfn_ctx")) t_unload_libfn_ctx();
     else if (!strcmp(n, "module_swap")) t_module_swap();
     else if (!strcmp(n, "pause_race")) t_pause_race();
+    else if (!strcmp(n, "pause_capture")) t_pause_capture();
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "capture_race")) t_capture_race();
