@@ -423,7 +423,7 @@ static CUresult fc_graph_launch(CUgraphExec hx, CUstream hs, int ptds)
     fc_stream *s;
     CUresult r = fc_stream_resolve(hs, ptds, &s);
     if (r) return r;
-    if (s->cap) { fprintf(stderr, "DBG graph launch on capturing stream %p (legacy %d ptds %d) origin %p mode %d nstreams %zu capthread==self %d\n", (void*)s, s->legacy, s->perthread, (void*)s->cap->origin, (int)s->cap->mode, s->cap->nstreams, pthread_equal(s->cap->thread, pthread_self())); return CUDA_ERROR_NOT_SUPPORTED; }
+    if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no child-graph nodes in the fake */
     if ((r = fc_legacy_capture_check(s, 1))) return r;
     fc_spend(fc_g.graph_ns); /* (before CUPTI sees it: a window that opens meanwhile traces it) */
     fc_cupti_graph(x);
