@@ -1301,6 +1301,13 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    const char *qnr = getenv("FAKECUDA_QUERY_NOT_READY");
+    if (g_capturer && qnr && atoi(qnr) == 1) {
+        /* its syncs run the program's work too, at times of its own: a query's first answer would be the
+         * threads' timing's, in a plain run as much as under the shim */
+        fprintf(stderr, "difftest: --capturer cannot be combined with FAKECUDA_QUERY_NOT_READY=1\n");
+        return 2;
+    }
     if (g_capturer && fakecuda_register_kernel("dt_cap", k_cap, 2, k_cap_sizes)) {
         fprintf(stderr, "difftest: cannot register dt_cap\n");
         return 2;
