@@ -894,7 +894,6 @@ CUresult ag_graph_launch(ag_graph_t *g, const ag_chunk_t *c)
     return CUDA_SUCCESS;
 }
 
-
 CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size)
 {
     G.ctx = ctx;
