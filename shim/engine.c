@@ -3265,6 +3265,10 @@ int ag_engine_frees_release(void)
     return held;
 }
 
+/* This thread's last cuStreamEndCapture took the count down (ag_engine_capture_failed gives it back where
+ * the capture went on). */
+static AG_TLS int tl_end_counted;
+
 /* The program's own capture began or ended: process-wide, nothing of ours may enter its graph, and its
  * launches go straight to the capturing stream (each engine passes every call meanwhile). */
 static void count_capture(ag_id_t id)
@@ -3276,6 +3280,7 @@ static void count_capture(ag_id_t id)
         int c = __atomic_load_n(&g_app_captures, __ATOMIC_ACQUIRE);
         while (c > 0 && !__atomic_compare_exchange_n(&g_app_captures, &c, c - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             ;
+        tl_end_counted = c > 0;
     }
 }
 
@@ -3682,10 +3687,15 @@ void ag_engine_capture_counted(ag_id_t id)
     count_capture(id);
 }
 
-void ag_engine_capture_failed(ag_id_t id)
+void ag_engine_capture_failed(ag_id_t id, CUresult r)
 {
-    if (strstr(ag_hook_names[id], "BeginCapture"))
+    if (strstr(ag_hook_names[id], "BeginCapture")) {
         count_capture(AG_ID_cuStreamEndCapture); /* undone */
+    } else if (tl_end_counted && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
+        /* nothing ended: the wrong stream or thread (the capture goes on, invalidated or not), or none going */
+        __atomic_add_fetch(&g_app_captures, 1, __ATOMIC_ACQ_REL);
+    }
+    tl_end_counted = 0;
 }
 
 static void exit_one(void *arg)

@@ -322,8 +322,8 @@ static inline void ag_bar_timed(ag_id_t id, uint64_t engine_ns, uint64_t driver_
 /* The application's capture begins or ends (a capture hook's call) while the engines are off (paused):
  * counted all the same, as every engine must pass its calls while one lasts, whenever it began. */
 void ag_engine_capture_counted(ag_id_t id);
-/* The application's capture did not begin after all. */
-void ag_engine_capture_failed(ag_id_t id);
+/* The application's capture did not begin after all, or did not end (CUDA's error r). */
+void ag_engine_capture_failed(ag_id_t id, CUresult r);
 /* At exit: issues what is still deferred and stops deferring. */
 void ag_engine_exit(void);
 /* The CUPTI guard saw a driver call that no hook saw (on this thread, now, before it runs): deferred

@@ -50,7 +50,7 @@
         ag_wait_done();                                                                               \
         ag_bar_timed(AG_ID_##name, t1_ - t0_ + (ag_now_ns() - t2_), t2_ - t1_);                        \
         if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE)                     \
-            ag_engine_capture_failed(AG_ID_##name);                                                   \
+            ag_engine_capture_failed(AG_ID_##name, r_);                                               \
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }

@@ -804,6 +804,62 @@ static void t_stream_capture(void)
     CK(cuGraphDestroy(g));
 }
 
+/* A cuStreamEndCapture from the wrong thread (a global capture must be ended by the thread that began it):
+ * CUDA refuses it and the capture goes on, valid, so the capturing thread's launches after it are still
+ * captured. Until the forty-seventh session the refused end took the shim's count of captures down all the
+ * same: the engine held the launches of the round it had learned there and, at the capture's real end,
+ * launched their graph onto the capturing stream (refused by the fake, which has no child-graph nodes: the
+ * shim warned and issued the work eagerly, into the capture, which the test's check of warnings catches). */
+static pthread_barrier_t wt_go, wt_done;
+static CUstream wt_s;
+static CUcontext wt_ctx;
+static CUresult wt_rc;
+static void *wrong_ender(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(wt_ctx) != CUDA_SUCCESS) return (void *)1;
+    for (int r = 0; r < ROUNDS; r++) {
+        CUgraph g = NULL;
+        pthread_barrier_wait(&wt_go);
+        wt_rc = cuStreamEndCapture(wt_s, &g);
+        pthread_barrier_wait(&wt_done);
+    }
+    return NULL;
+}
+
+static void t_capture_wrong_thread(void)
+{
+    pthread_t th;
+    CK(cuCtxGetCurrent(&wt_ctx));
+    CK(cuStreamCreate(&wt_s, CU_STREAM_NON_BLOCKING));
+    pthread_barrier_init(&wt_go, NULL, 2);
+    pthread_barrier_init(&wt_done, NULL, 2);
+    if (pthread_create(&th, NULL, wrong_ender, NULL) != 0) {
+        S.errors++;
+        return;
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        CUgraph g = NULL;
+        CUgraphExec ge = NULL;
+        CK(cuStreamBeginCapture(wt_s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        pthread_barrier_wait(&wt_go);
+        pthread_barrier_wait(&wt_done);
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)wt_rc); /* CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD */
+        pattern(wt_s, r); /* captured: the capture goes on */
+        CK(cuStreamEndCapture(wt_s, &g));
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        CK(cuGraphLaunch(ge, wt_s));
+        CK(cuStreamSynchronize(wt_s));
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        observe(r, P2, OBS * 4);
+    }
+    void *rc = (void *)1;
+    pthread_join(th, &rc);
+    if (rc) S.errors++;
+    CK(cuStreamDestroy(wt_s));
+}
+
 /* Another thread of the same context captures graphs of its own (global mode) on a stream of its own, over
  * and over while this one repeats its rounds on s1: each capture's start is a barrier for every engine, and a
  * launch of this thread that the engine takes between that barrier and the capture's start (the two threads
@@ -1846,6 +1902,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "graph_launch")) t_graph_launch();
     else if (!strcmp(n, "stream_capture")) t_stream_capture();
     else if (!strcmp(n, "capture_race")) t_capture_race();
+    else if (!strcmp(n, "capture_wrong_thread")) t_capture_wrong_thread();
     else if (!strcmp(n, "capture_staging")) t_capture_staging();
     else if (!strcmp(n, "capture_window")) t_capture_window();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
