@@ -3265,23 +3265,20 @@ int ag_engine_frees_release(void)
     return held;
 }
 
-/* This thread's last cuStreamEndCapture took the count down (ag_engine_capture_failed gives it back where
- * the capture went on). */
-static AG_TLS int tl_end_counted;
-
 /* The program's own capture began or ended: process-wide, nothing of ours may enter its graph, and its
- * launches go straight to the capturing stream (each engine passes every call meanwhile). */
-static void count_capture(ag_id_t id)
+ * launches go straight to the capturing stream (each engine passes every call meanwhile). 1 where the
+ * count moved (an end with none counted leaves it at 0). */
+static int count_capture(ag_id_t id)
 {
     const char *n = ag_hook_names[id];
     if (strstr(n, "BeginCapture")) {
         __atomic_add_fetch(&g_app_captures, 1, __ATOMIC_ACQ_REL);
-    } else if (strstr(n, "EndCapture")) {
-        int c = __atomic_load_n(&g_app_captures, __ATOMIC_ACQUIRE);
-        while (c > 0 && !__atomic_compare_exchange_n(&g_app_captures, &c, c - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            ;
-        tl_end_counted = c > 0;
+        return 1;
     }
+    int c = __atomic_load_n(&g_app_captures, __ATOMIC_ACQUIRE);
+    while (c > 0 && !__atomic_compare_exchange_n(&g_app_captures, &c, c - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        ;
+    return c > 0;
 }
 
 static void release_graphs(void *u)
@@ -3350,8 +3347,6 @@ static void engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
     barrier_engines(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER);
-    if (kind == AG_KIND_CAPTURE)
-        count_capture(id);
     if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         app_graph(id);
 }
@@ -3682,20 +3677,20 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
     use(prev);
 }
 
-void ag_engine_capture_counted(ag_id_t id)
+int ag_engine_capture_counted(ag_id_t id)
 {
-    count_capture(id);
+    return count_capture(id);
 }
 
-void ag_engine_capture_failed(ag_id_t id, CUresult r)
+void ag_engine_capture_failed(ag_id_t id, CUresult r, int counted)
 {
-    if (strstr(ag_hook_names[id], "BeginCapture")) {
+    if (!counted)
+        return;
+    if (strstr(ag_hook_names[id], "BeginCapture"))
         count_capture(AG_ID_cuStreamEndCapture); /* undone */
-    } else if (tl_end_counted && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
-        /* nothing ended: the wrong stream or thread (the capture goes on, invalidated or not), or none going */
-        __atomic_add_fetch(&g_app_captures, 1, __ATOMIC_ACQ_REL);
-    }
-    tl_end_counted = 0;
+    else if (r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+        count_capture(AG_ID_cuStreamBeginCapture_v2); /* nothing ended: the wrong stream or thread (the capture
+                                                        * goes on, invalidated or not), or none going */
 }
 
 static void exit_one(void *arg)

@@ -37,11 +37,10 @@
         ag_hook_depth++;                                                                              \
         CUresult answer_ = CUDA_SUCCESS; /* the engine's own answer (an observing query) */          \
         uint64_t t0_ = ag_now_ns();                                                                   \
-        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed)) {                              \
+        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             engine_call;                                                                              \
-        } else if (ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE) {                                  \
-            ag_engine_capture_counted(AG_ID_##name);                                                  \
-        }                                                                                             \
+        int capture_ = ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE;                                \
+        int counted_ = capture_ && ag_engine_capture_counted(AG_ID_##name);                           \
         uint64_t t1_ = ag_now_ns();                                                                   \
         before;                                                                                       \
         CUresult r_ = answer_ != CUDA_SUCCESS ? answer_ : real_ ? real_ args : CUDA_ERROR_NOT_FOUND;  \
@@ -49,8 +48,8 @@
         uint64_t t2_ = ag_now_ns();                                                                   \
         ag_wait_done();                                                                               \
         ag_bar_timed(AG_ID_##name, t1_ - t0_ + (ag_now_ns() - t2_), t2_ - t1_);                        \
-        if (r_ != CUDA_SUCCESS && ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE)                     \
-            ag_engine_capture_failed(AG_ID_##name, r_);                                               \
+        if (r_ != CUDA_SUCCESS && capture_)                                                           \
+            ag_engine_capture_failed(AG_ID_##name, r_, counted_);                                     \
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }
