@@ -454,8 +454,9 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec x, CUstream s) { FC_TRACED(cuGraphLaunch
 /* ---- stream capture ---- */
 void fc_capture_invalidate(fc_capture *c) { c->invalidated = 1; }
 
-/* A potentially unsafe call (an allocation, a free) where the calling thread's mode forbids it: refused, and
- * the captures that forbid it are invalidated, as CUDA does (their cuStreamEndCapture fails). */
+/* A potentially unsafe call (an allocation, a free, an event query or sync) where the calling thread's mode
+ * forbids it: refused, and the captures that forbid it are invalidated, as CUDA does (their
+ * cuStreamEndCapture fails). */
 CUresult fc_capture_unsafe_check(void)
 {
     CUresult r = CUDA_SUCCESS;
