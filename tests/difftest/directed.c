@@ -387,6 +387,33 @@ static void t_free_record(void)
     CK(cuEventDestroy(ev));
 }
 
+/* Runs fn in n threads (fn's argument: the thread's index), each folding its calls' results into sums[t];
+ * then, round by round, observes the n threads' outputs out[t][r] (OBS floats each, rounds per thread)
+ * side by side: the same however the threads interleaved. */
+#define MAX_THREADS 8
+static void run_threads(int n, int rounds, void *(*fn)(void *), dt_sum_t *sums, const char *name, const float *out)
+{
+    pthread_t th[MAX_THREADS];
+    int started[MAX_THREADS];
+    for (int t = 0; t < n; t++) {
+        sums[t] = (dt_sum_t){DT_FNV_OFFSET, 0, 0, name};
+        started[t] = pthread_create(&th[t], NULL, fn, (void *)(intptr_t)t) == 0;
+    }
+    for (int t = 0; t < n; t++) {
+        void *rc = (void *)1;
+        if (started[t]) pthread_join(th[t], &rc);
+        if (rc) S.errors++;
+        S.errors += sums[t].errors;
+        S.hash = dt_fnv_u64(S.hash, sums[t].hash); /* each thread's calls' results, in its own order */
+    }
+    for (int r = 0; r < rounds; r++) {
+        float all[MAX_THREADS][OBS];
+        for (int t = 0; t < n; t++)
+            memcpy(all[t], out + ((size_t)t * (size_t)rounds + (size_t)r) * OBS, sizeof all[t]);
+        observe(r, all, (size_t)n * sizeof all[0]);
+    }
+}
+
 /* Launches whose only changing argument is their last (a float, then a single byte ending a 13-byte
  * block): the rest of each launch is the same every round, so the graph's node differs from the call
  * only in its argument block's last bytes (a kernel given the current length of a growing sequence as
@@ -449,25 +476,7 @@ static void *async_thread(void *arg)
 }
 static void t_async_threads(void)
 {
-    pthread_t th[AT_THREADS];
-    int started[AT_THREADS];
-    for (int t = 0; t < AT_THREADS; t++) {
-        at_sum[t] = (dt_sum_t){DT_FNV_OFFSET, 0, 0, "async_threads"};
-        started[t] = pthread_create(&th[t], NULL, async_thread, (void *)(intptr_t)t) == 0;
-    }
-    for (int t = 0; t < AT_THREADS; t++) {
-        void *rc = (void *)1;
-        if (started[t]) pthread_join(th[t], &rc);
-        if (rc) S.errors++;
-        S.errors += at_sum[t].errors;
-        S.hash = dt_fnv_u64(S.hash, at_sum[t].hash); /* each thread's calls' results, in its own order */
-    }
-    for (int r = 0; r < AT_ROUNDS; r++) {
-        float all[AT_THREADS][OBS];
-        for (int t = 0; t < AT_THREADS; t++)
-            memcpy(all[t], at_out[t][r], sizeof all[t]);
-        observe(r, all, sizeof all);
-    }
+    run_threads(AT_THREADS, AT_ROUNDS, async_thread, at_sum, "async_threads", &at_out[0][0][0]);
 }
 
 static void t_stream_wait_event(int memop)
@@ -1696,30 +1705,12 @@ static void t_many_contexts(void)
 {
     CUcontext cur;
     CUdevice dev;
-    pthread_t th[MC_THREADS];
-    int started[MC_THREADS];
     CK(cuCtxGetCurrent(&cur));
     CK(cuCtxGetDevice(&dev));
     for (int t = 0; t < MC_THREADS; t++)
         CK(cuCtxCreate(&mc_ctx[t], NULL, 0, dev));
     CK(cuCtxSetCurrent(cur));
-    for (int t = 0; t < MC_THREADS; t++) {
-        mc_sum[t] = (dt_sum_t){DT_FNV_OFFSET, 0, 0, "many_contexts"};
-        started[t] = pthread_create(&th[t], NULL, many_thread, (void *)(intptr_t)t) == 0;
-    }
-    for (int t = 0; t < MC_THREADS; t++) {
-        void *rc = (void *)1;
-        if (started[t]) pthread_join(th[t], &rc);
-        if (rc) S.errors++;
-        S.errors += mc_sum[t].errors;
-        S.hash = dt_fnv_u64(S.hash, mc_sum[t].hash); /* each thread's calls' results, in its own order */
-    }
-    for (int r = 0; r < MC_ROUNDS; r++) {
-        float all[MC_THREADS][OBS];
-        for (int t = 0; t < MC_THREADS; t++)
-            memcpy(all[t], mc_out[t][r], sizeof all[t]);
-        observe(r, all, sizeof all);
-    }
+    run_threads(MC_THREADS, MC_ROUNDS, many_thread, mc_sum, "many_contexts", &mc_out[0][0][0]);
     for (int t = 0; t < MC_THREADS; t++)
         CK(cuCtxDestroy(mc_ctx[t]));
 }
