@@ -26,7 +26,10 @@
 # tests, 474 s; 2: the rest, 417 s; a call has 600), so the whole suite takes three calls: CTEST_EXCLUDE=bats.python, then PY_HALF=1, PY_HALF=2.
 # Where device time is short (failed machine starts cost it too), PY_HALF=first is the one call that says
 # most: the 11 samples and the Python tests the issue names (mlp200, ab), gpt2 and generatestatic, with the
-# parts match and bench unless RUN_PARTS says otherwise (309 s in the forty-sixth session).
+# parts match and bench unless RUN_PARTS says otherwise (309 s in the forty-sixth session, 345 s on an H100
+# host in the forty-eighth, whose other two calls took 356 s: async, loader, loaderpageable, checkpoint, vmm,
+# owngraph, graphed, reduceoverhead, elf_launch, gpu_bound, contexts, unload and part torch with TORCH_REPS=1;
+# and 309 s: eager, pinned, events, amp, compile, cupy, profiler, attention, generate).
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
 # graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
 # build always.
