@@ -474,6 +474,7 @@ static void *async_thread(void *arg)
     DT_CK(sum, cuStreamDestroy(st));
     return NULL;
 }
+_Static_assert(AT_THREADS <= MAX_THREADS, "run_threads takes at most MAX_THREADS threads");
 static void t_async_threads(void)
 {
     run_threads(AT_THREADS, AT_ROUNDS, async_thread, at_sum, "async_threads", &at_out[0][0][0]);
@@ -1701,6 +1702,7 @@ static void *many_thread(void *arg)
     return NULL;
 }
 
+_Static_assert(MC_THREADS <= MAX_THREADS, "run_threads takes at most MAX_THREADS threads");
 static void t_many_contexts(void)
 {
     CUcontext cur;

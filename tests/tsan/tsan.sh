@@ -3,8 +3,8 @@
 # (in BUILD_DIR/tsan, AUTOGRAPH_TSAN=ON) and runs the cases where the shim's threads meet the program's:
 # the issuer building, patching and launching graphs while the program goes on, a second thread launching
 # into the same stream (autograd), an observer thread querying held records, two contexts, a thread
-# capturing graphs of its own beside one that launches (difftest.directed.capture_race, capture_staging, capture_window), threads
-# allocating stream-ordered memory at once (async_threads), and random
+# capturing graphs of its own beside one that launches (difftest.directed.capture_race, capture_staging,
+# capture_window), threads allocating stream-ordered memory at once (async_threads), and random
 # programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
 # (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
 # on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
