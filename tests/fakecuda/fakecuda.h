@@ -64,6 +64,15 @@
  * - FAKECUDA_STRICT_EVENTS=1: an event handle that was destroyed (and not handed out again) given to
  *   cuEventRecord, cuStreamWaitEvent, cuEventQuery, cuEventSynchronize or cuEventDestroy aborts the
  *   process with a message: what a shim that issued held work naming an event after its destroy did.
+ * - Contexts: destroying a created context (cuCtxDestroy) takes what it made with it, as in CUDA: its
+ *   device and page-locked allocations are freed (the page-locked pages made unreadable and unwritable),
+ *   and its streams, events, graphs and execs are handles of a destroyed context, which abort the process
+ *   with a message where they reach an entry point (FAKECUDA_STRICT_CONTEXTS, default 1; 0: refused as
+ *   invalid handles); the modules it loaded are unloaded (FAKECUDA_REUSE_HANDLES then gives their
+ *   functions' handles to later kernels). A primary context's reset keeps its state (a program may go on
+ *   with it).
+ *   FAKECUDA_REUSE_CONTEXTS=1 gives a destroyed context's handle to the next context made, most recently
+ *   destroyed first (a driver may reuse that memory).
  * - A modeled device (FAKECUDA_DEVICE_NS, default 0: off): the fake still runs work when it is observed,
  *   but each kernel, copy and memset also takes FAKECUDA_DEVICE_NS of a device that runs one operation at
  *   a time, from its launch call or when the operation before it ends, in the order submitted; a graph

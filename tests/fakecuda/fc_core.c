@@ -44,6 +44,10 @@ static void fc_once_init(void)
     fc_g.reuse_streams = s && atoi(s) == 1;
     s = getenv("FAKECUDA_STRICT_EVENTS");
     fc_g.strict_events = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_REUSE_CONTEXTS");
+    fc_g.reuse_contexts = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_STRICT_CONTEXTS");
+    fc_g.strict_contexts = !s || atoi(s) != 0;
     s = getenv("FAKECUDA_LAUNCH_NS");
     fc_g.launch_ns = s ? strtoull(s, NULL, 0) : FC_LAUNCH_NS;
     s = getenv("FAKECUDA_GRAPH_NS");
@@ -223,6 +227,11 @@ int fc_obj_valid(const void *obj, int kind)
     while (reg_slots[j]) {
         if (reg_slots[j] == (uintptr_t)obj) {
             const fc_obj *o = obj;
+            if (o->kind == kind && o->dead == FC_DIED_WITH_CTX && fc_g.strict_contexts) {
+                fprintf(stderr, "fakecuda: handle %p (kind %d) is of a destroyed context (FAKECUDA_STRICT_CONTEXTS)\n",
+                        obj, kind);
+                abort();
+            }
             return o->kind == kind && !o->dead;
         }
         j = (j + 1) & (reg_cap - 1);
@@ -406,11 +415,50 @@ static CUresult fc_primary_reset(CUdevice d)
 }
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { FC_API(0, fc_primary_reset(d)); }
 
+/* Created context c was destroyed (its work has run): what it made goes with it, as in CUDA. Its streams,
+ * events, graphs and execs become handles of a destroyed context (FAKECUDA_STRICT_CONTEXTS: using one
+ * aborts), its memory is freed (fc_mem_ctx_gone). A primary context's reset keeps its state in the fake. */
+static void fc_module_gone(fc_module *m);
+static void fc_ctx_gone(const fc_ctx *c)
+{
+    for (size_t j = 0; j < reg_cap; j++) {
+        fc_obj *o = (fc_obj *)reg_slots[j];
+        if (!o || o->dead) continue;
+        const fc_ctx *owner = NULL;
+        switch (o->kind) {
+        case FC_OBJ_STREAM: owner = ((fc_stream *)o)->ctx; break;
+        case FC_OBJ_EVENT: owner = ((fc_event *)o)->ctx; break;
+        case FC_OBJ_GRAPH:
+        case FC_OBJ_EXEC: owner = ((fc_graph *)o)->ctx; break;
+        case FC_OBJ_NODE: owner = ((fc_node *)o)->g ? ((fc_node *)o)->g->ctx : NULL; break;
+        case FC_OBJ_MODULE: /* a module it loaded (not a library's, which outlives contexts) */
+            if (((fc_module *)o)->library == 0 && ((fc_module *)o)->ctx == c) fc_module_gone((fc_module *)o);
+            continue;
+        default: continue;
+        }
+        if (owner != c) continue;
+        o->dead = FC_DIED_WITH_CTX;
+        if (o->kind == FC_OBJ_STREAM) { /* its work ran: it leaves fc_g.streams */
+            fc_stream *s = (fc_stream *)o;
+            s->destroyed = 1;
+            if (!s->head) fc_vec_remove((void **)fc_g.streams, &fc_g.nstreams, s);
+        }
+    }
+    fc_mem_ctx_gone(c);
+}
+
 static CUresult fc_ctx_create(CUcontext *pctx, unsigned flags, CUdevice d)
 {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     if (fc_dev_check(d)) return CUDA_ERROR_INVALID_DEVICE;
-    fc_ctx *c = fc_obj_new(sizeof(*c), FC_OBJ_CTX);
+    fc_ctx *c = fc_g.recycled_ctxs;
+    if (c) { /* FAKECUDA_REUSE_CONTEXTS: a destroyed context's handle, now a new context's */
+        fc_g.recycled_ctxs = c->next_recycled;
+        c->next_recycled = NULL;
+        c->hdr.dead = 0;
+    } else {
+        c = fc_obj_new(sizeof(*c), FC_OBJ_CTX);
+    }
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     if (tl_ctx_depth >= 32) return CUDA_ERROR_INVALID_VALUE;
     tl_ctx_stack[tl_ctx_depth++] = c; /* cuCtxCreate pushes the new context */
@@ -433,8 +481,12 @@ static CUresult fc_ctx_destroy(CUcontext h)
     if (!fc_obj_valid(c, FC_OBJ_CTX) || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = fc_sync_all();
     __atomic_store_n(&c->hdr.dead, 1, __ATOMIC_RELEASE);
+    /* current on the calling thread: popped, as by cuCtxPopCurrent (the one below is current again) */
+    if (tl_ctx_depth && tl_ctx_stack[tl_ctx_depth - 1] == c) tl_ctx_depth--;
     for (int i = 0; i < tl_ctx_depth; i++)
         if (tl_ctx_stack[i] == c) tl_ctx_stack[i] = NULL;
+    fc_ctx_gone(c);
+    if (fc_g.reuse_contexts) c->next_recycled = fc_g.recycled_ctxs, fc_g.recycled_ctxs = c;
     return r;
 }
 CUresult cuCtxDestroy_v2(CUcontext c) { FC_API(0, fc_ctx_destroy(c)); }
@@ -712,6 +764,14 @@ static CUresult fc_module_unload(fc_module *m, int library)
     if (!fc_obj_valid(m, FC_OBJ_MODULE) || m->library != library)
         return library ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_sync_all(); /* pending launches of its kernels must run first */
+    fc_module_gone(m);
+    return r;
+}
+
+/* Module m is unloaded, its work done: it and its functions are dead handles (FAKECUDA_REUSE_HANDLES: the
+ * functions' handles go to later kernels). */
+static void fc_module_gone(fc_module *m)
+{
     m->hdr.dead = 1;
     for (fc_func *f = m->funcs, *next; f; f = next) {
         next = f->next;
@@ -721,7 +781,6 @@ static CUresult fc_module_unload(fc_module *m, int library)
     m->funcs = NULL;
     for (fc_module *cm = m->ctxmods; cm; cm = cm->next) cm->hdr.dead = 1;
     m->ctxmods = NULL;
-    return r;
 }
 CUresult cuModuleUnload(CUmodule m) { FC_API(1, fc_module_unload((fc_module *)m, 0)); }
 

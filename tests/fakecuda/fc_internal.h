@@ -17,10 +17,13 @@ enum { FC_OBJ_CTX = 1, FC_OBJ_STREAM, FC_OBJ_EVENT, FC_OBJ_MODULE, FC_OBJ_FUNC, 
        FC_OBJ_GRAPH, FC_OBJ_NODE, FC_OBJ_EXEC, FC_OBJ_SEM };
 
 /* Every handle starts with this header; handles are validated against a registry (never by
- * dereferencing an unknown pointer) and are kept until exit, so stale handles stay detectable. */
+ * dereferencing an unknown pointer) and are kept until exit, so stale handles stay detectable. dead: 1
+ * destroyed (or unloaded), FC_DIED_WITH_CTX gone with its context (fc_ctx_gone). */
 typedef struct { int kind; int dead; } fc_obj;
+enum { FC_DIED_WITH_CTX = 2 };
 
-typedef struct fc_ctx { fc_obj hdr; int primary; } fc_ctx;
+/* next_recycled: FAKECUDA_REUSE_CONTEXTS */
+typedef struct fc_ctx { fc_obj hdr; int primary; struct fc_ctx *next_recycled; } fc_ctx;
 
 typedef struct {
     char *name;
@@ -126,6 +129,7 @@ struct fc_stream {
 
 typedef struct fc_event {
     fc_obj hdr;
+    fc_ctx *ctx; /* current at its creation */
     unsigned flags;
     fc_stream *rs;
     uint64_t rseq, ts, ts_seq, queried_seq;
@@ -203,6 +207,13 @@ typedef struct {
     struct fc_stream *recycled_streams;
     /* FAKECUDA_STRICT_EVENTS=1: a destroyed event given to an entry point aborts (fc_event_valid) */
     int strict_events;
+    /* FAKECUDA_REUSE_CONTEXTS=1: a destroyed context's handle is given to the next cuCtxCreate, most
+     * recently destroyed first (a driver may reuse that memory) */
+    int reuse_contexts;
+    fc_ctx *recycled_ctxs;
+    /* FAKECUDA_STRICT_CONTEXTS (default 1): a stream, event, graph or exec handle of a destroyed context
+     * given to an entry point aborts (fc_obj_valid); 0: it is refused as an invalid handle */
+    int strict_contexts;
     /* host time an eager launch, memset or copy call and a graph launch take (ns, busy): the host
      * costs a real driver has, so that the shim's probes can tell whether its graphs pay */
     uint64_t launch_ns, graph_ns;
@@ -283,6 +294,8 @@ int fc_kernel_pack(const fc_kernel *k, void **kernelParams, void **extra, fc_lau
 
 /* memory */
 int fc_mem_init(void);
+/* Context c was destroyed: its device and page-locked allocations go with it (fc_mem.c). */
+void fc_mem_ctx_gone(const fc_ctx *c);
 enum { FC_PTR_PAGEABLE, FC_PTR_DEVICE, FC_PTR_PINNED, FC_PTR_BAD };
 int fc_ptr_check(uintptr_t p, size_t n);
 CUresult fc_copy_exec(fc_copy *c);

@@ -87,7 +87,10 @@ static CUresult fc_mem_alloc(CUdeviceptr *dptr, size_t n)
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { FC_API(1, fc_mem_alloc(dptr, n)); }
 
-static void alloc_remove(fc_alloc *a) { *a = allocs[--nallocs]; }
+static void alloc_remove(fc_alloc *a)
+{
+    if (a) *a = allocs[--nallocs];
+}
 
 CUresult fc_mem_free_now(CUdeviceptr dp)
 {
@@ -99,6 +102,24 @@ CUresult fc_mem_free_now(CUdeviceptr dp)
     dev_used -= a->mapped;
     alloc_remove(a);
     return CUDA_SUCCESS;
+}
+
+void fc_mem_ctx_gone(const fc_ctx *c)
+{
+    for (size_t i = nallocs; i-- > 0;) {
+        fc_alloc *a = &allocs[i];
+        if (a->ctx != c)
+            continue;
+        if (a->kind == FC_PTR_DEVICE) {
+            if (a->pooled) fc_g.pool_in_use -= a->mapped;
+            fc_mem_free_now((CUdeviceptr)a->base);
+        } else if (a->registered) { /* the program's memory again */
+            alloc_remove(a);
+        } else { /* page-locked memory of the context: no longer readable or writable (kept out of the heap) */
+            mprotect((void *)a->base, (a->size + 4095) & ~(size_t)4095, PROT_NONE);
+            alloc_remove(a);
+        }
+    }
 }
 
 static CUresult fc_mem_free(CUdeviceptr p)
@@ -148,9 +169,16 @@ static CUresult fc_mem_free_async(CUdeviceptr p, CUstream h, int ptds)
     fc_op *op = fc_op_new(FC_OP_FREE);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
     op->freeptr = p;
+    /* Marked before the submission, which may run queued work, this free included: an entry removed from
+     * the table moves another into its place, so a is not looked at after it */
+    a->free_pending = 1; /* later enqueues that touch it are errors */
+    size_t pooled = a->pooled ? a->mapped : 0;
+    fc_g.pool_in_use -= pooled;
     r = fc_submit(s, op, NULL);
-    if (!r) a->free_pending = 1; /* later enqueues that touch it are errors */
-    if (!r && a->pooled) fc_g.pool_in_use -= a->mapped;
+    if (r && (a = alloc_find((uintptr_t)p, 1)) != NULL) { /* not enqueued */
+        a->free_pending = 0;
+        fc_g.pool_in_use += pooled;
+    }
     return r;
 }
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { FC_API(1, fc_mem_free_async(p, s, FC_LEGACY)); }
@@ -182,7 +210,8 @@ static CUresult fc_host_free(void *p)
     if (!p || !a || a->base != (uintptr_t)p || a->kind != FC_PTR_PINNED || a->registered)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_sync_all(); /* pending copies may still read it */
-    alloc_remove(a);
+    /* (found again: the work just run may have freed other allocations, which moves table entries) */
+    alloc_remove(alloc_find((uintptr_t)p, 1));
     free(p);
     return r;
 }
@@ -205,7 +234,7 @@ static CUresult fc_host_unregister(void *p)
     fc_alloc *a = alloc_find((uintptr_t)p, 1);
     if (!a || a->base != (uintptr_t)p || !a->registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     CUresult r = fc_sync_all();
-    alloc_remove(a);
+    alloc_remove(alloc_find((uintptr_t)p, 1)); /* (found again, as in fc_host_free) */
     return r;
 }
 CUresult cuMemHostUnregister(void *p) { FC_API(1, fc_host_unregister(p)); }

@@ -500,6 +500,7 @@ static CUresult fc_event_create(CUevent *out, unsigned flags)
         e = fc_obj_new(sizeof(*e), FC_OBJ_EVENT);
         if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    e->ctx = fc_cur_ctx();
     e->flags = flags;
     *out = (CUevent)e;
     return CUDA_SUCCESS;
