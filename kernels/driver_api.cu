@@ -10,7 +10,10 @@
  * back under the same handle), loaded as a module (--reload-kind 0, a CUfunction), as a library whose
  * CUkernel is launched (1, as the runtime does), or as a library whose kernel's CUfunction in the context
  * is (2, cuKernelGetFunction). The library must forget the unloaded kernel, and may keep the first
- * segment's graphs. */
+ * segment's graphs.
+ * --lives L then runs the loop L more times, each in a context created for it (its module, buffers and
+ * seed) and destroyed after it, one after the other: more contexts over the process's life than the
+ * library keeps engines for at once (16), whose modules, streams and memory go with them. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -195,19 +198,24 @@ static void *context_thread(void *arg) {
 
 int main(int argc, char **argv) {
   ag_args args;
-  long launches = 64, ncontexts = 1, threads = 0, reload = 0, reload_kind = 0;
+  long launches = 64, ncontexts = 1, threads = 0, reload = 0, reload_kind = 0, lives = 0;
   ag_opt opts[] = {{"--kernels", 'i', &launches},
                    {"--contexts", 'i', &ncontexts},
                    {"--threads", 'i', &threads},
                    {"--reload", 'i', &reload},
-                   {"--reload-kind", 'i', &reload_kind}};
-  ag_parse(argc, argv, &args, 1500, opts, 5);
+                   {"--reload-kind", 'i', &reload_kind},
+                   {"--lives", 'i', &lives}};
+  ag_parse(argc, argv, &args, 1500, opts, 6);
   if (ncontexts < 1 || ncontexts > MAX_CONTEXTS || (args.graph && ncontexts > 1)) {
     fprintf(stderr, "driver_api: --contexts takes 1..%d (1 with --graph)\n", MAX_CONTEXTS);
     return 2;
   }
   if (reload < 0 || reload_kind < 0 || reload_kind > 2 || (args.graph && reload)) {
     fprintf(stderr, "driver_api: --reload takes K >= 1 (not with --graph), --reload-kind 0, 1 or 2\n");
+    return 2;
+  }
+  if (lives < 0 || (args.graph && lives)) {
+    fprintf(stderr, "driver_api: --lives takes L >= 0 (not with --graph)\n");
     return 2;
   }
 
@@ -273,11 +281,29 @@ int main(int argc, char **argv) {
       }
     }
   }
+  static float h[N];
+  uint64_t lives_sum = AG_FNV_INIT;
+  for (long l = 0; l < lives; l++) {
+    ctx_t lc;
+    memset(&lc, 0, sizeof lc);
+    CU(cuCtxCreate(&lc.cu, NULL, 0, dev)); /* current from here on */
+    lc.launches = launches;
+    lc.iters = args.iters;
+    setup(&lc, args.seed + 1000 + 2 * (uint64_t)l);
+    for (long it = 0; it < args.iters; it++) {
+      enqueue(NULL, &lc);
+      CU(cuStreamSynchronize(NULL));
+    }
+    CU(cuMemcpyDtoH(h, lc.a, sizeof h));
+    lives_sum = ag_fnv1a(lives_sum, h, sizeof h);
+    CU(cuMemcpyDtoH(h, lc.c, sizeof h));
+    lives_sum = ag_fnv1a(lives_sum, h, sizeof h);
+    CU(cuCtxDestroy(lc.cu)); /* its module and memory with it */
+  }
   CU(cuCtxSetCurrent(c->cu));
   CU(cuCtxSynchronize());
   ag_report_loop(ag_now_ms() - t0);
 
-  static float h[N];
   CU(cuMemcpyDtoH(h, c->a, sizeof h));
   printf("sample: driver_api\niters: %ld launches: %ld\na[0]: %a a[%d]: %a\n", args.iters, launches + 1,
          (double)h[0], N - 1, (double)h[N - 1]);
@@ -291,6 +317,8 @@ int main(int argc, char **argv) {
   }
   if (ncontexts > 1)
     printf("contexts: %ld%s\n", ncontexts, threads ? " (a thread each)" : "");
+  if (lives)
+    printf("lives: %ld, checksum %016llx\n", lives, (unsigned long long)lives_sum);
   if (reload)
     printf("reloaded every %ld iterations, as %s\n", reload,
            reload_kind == 0 ? "a module" : reload_kind == 1 ? "a library (CUkernel)" : "a library (CUfunction)");

@@ -1963,8 +1963,7 @@ static void bind_driver(void)
 
 static int init_engine(CUcontext ctx)
 {
-    E.ready = 1;
-    E.ctx = ctx;
+    E.ready = 1; /* (E.ctx is ctx already) */
     E.dev = -1;
     pthread_once(&bind_once, bind_driver);
     if (bind_result != 0) {
@@ -2350,21 +2349,61 @@ static ag_drv_cuCtxGetCurrent_t find_ctx_query(void)
     return q;
 }
 
+static int reclaim(void);
+
+/* Taking over engines whose contexts ended (take_over, reclaim), one thread at a time: taken under no
+ * engine lock, and an engine's taken under it (engines_lock is taken under an engine's, and the fork
+ * handlers take every engine's lock first). */
+static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Every engine was made: the first one whose context ended is made over for context ctx (reclaim), unless
+ * another thread of ctx's has done so meanwhile. NULL where none can be. Selects nothing. */
+static struct engine *take_over(CUcontext ctx)
+{
+    struct engine *prev = eng, *e = NULL;
+    pthread_mutex_lock(&reclaim_lock);
+    for (int i = 0; i < AG_MAX_ENGINES && !e; i++)
+        if (__atomic_load_n(&engines[i].ctx, __ATOMIC_RELAXED) == ctx)
+            e = &engines[i];
+    for (int i = 0; i < AG_MAX_ENGINES && !e; i++) {
+        if (!__atomic_load_n(&engines[i].ctx_ended, __ATOMIC_RELAXED))
+            continue;
+        use(&engines[i]);
+        lock_take(&E.lock);
+        if (reclaim()) {
+            __atomic_store_n(&E.ctx, ctx, __ATOMIC_RELAXED);
+            e = eng;
+        }
+        lock_give(&E.lock);
+    }
+    pthread_mutex_unlock(&reclaim_lock);
+    use(prev);
+    if (e)
+        ag_log(AG_LOG_DEBUG, "engine %d, whose context ended, serves a new one", e->idx);
+    else
+        AG_LOG_CAPPED(AG_LOG_WARN, "more than %d CUDA contexts at once: the others run with plain launches",
+                      AG_MAX_ENGINES);
+    return e;
+}
+
 /* The engine of context ctx: found, or (create) made; NULL where every one is taken. An engine whose
- * context ended is never found again: a later context may get its handle, and gets a new engine. */
+ * context ended is never found again (its ctx is cleared): a later context may get its handle, and gets
+ * a new engine, the first never made yet, else one whose context ended (reclaim). Slots are never freed:
+ * a thread may still hold a pointer to one. */
 static struct engine *engine_of(CUcontext ctx, int create)
 {
     int n = atomic_load_explicit(&n_engines, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (engines[i].ctx == ctx && !__atomic_load_n(&engines[i].ctx_ended, __ATOMIC_RELAXED))
+        if (__atomic_load_n(&engines[i].ctx, __ATOMIC_RELAXED) == ctx)
             return &engines[i];
     if (!create)
         return NULL;
     struct engine *e = NULL;
+    int full = 0;
     pthread_mutex_lock(&engines_lock);
     int m = atomic_load_explicit(&n_engines, memory_order_relaxed);
-    for (int i = n; i < m && !e; i++) /* made meanwhile by another thread */
-        if (engines[i].ctx == ctx && !__atomic_load_n(&engines[i].ctx_ended, __ATOMIC_RELAXED))
+    for (int i = 0; i < m && !e; i++) /* made or taken over meanwhile by another thread */
+        if (__atomic_load_n(&engines[i].ctx, __ATOMIC_RELAXED) == ctx)
             e = &engines[i];
     if (!e && m && atomic_load(&ag_engine_on) == AG_ENGINE_RESTING) {
         /* the first engine rests: this context waits for its end (the calls pass meanwhile) */
@@ -2373,25 +2412,31 @@ static struct engine *engine_of(CUcontext ctx, int create)
         atomic_store_explicit(&e->lock.v, 0, memory_order_relaxed);
         if (e->idx != m) /* (engine 0's is 0 already: a thread that selected none reads it meanwhile) */
             e->idx = m;
-        e->ctx = ctx;
+        __atomic_store_n(&e->ctx, ctx, __ATOMIC_RELAXED);
         e->S.next_at = SAMPLE_FIRST;
         atomic_store_explicit(&n_engines, m + 1, memory_order_release);
         if (m == 1)
             ag_log(AG_LOG_INFO, "a second CUDA context: each context gets an engine of its own");
     } else if (!e) {
-        AG_LOG_CAPPED(AG_LOG_WARN, "more than %d CUDA contexts: the others run with plain launches", AG_MAX_ENGINES);
+        full = 1;
     }
     pthread_mutex_unlock(&engines_lock);
-    return e;
+    return full ? take_over(ctx) : e;
 }
 
 /* The context the thread's engine lookup last found, and its engine (NULL: none). */
 #define tl_ctx (ag_tl.ctx)
 #define tl_eng (ag_tl.ctx_eng)
 
+/* Contexts ended so far (ag_engine_context_end), and this thread's count when its lookup last found no
+ * engine: an engine may be free for it since. */
+static unsigned g_ctx_ends;
+static AG_TLS unsigned tl_ends;
+
 /* current_engine past the thread's cache: looks ctx up (makes its engine if create) and caches it. */
 static struct engine *lookup_engine(CUcontext ctx, int create)
 {
+    tl_ends = __atomic_load_n(&g_ctx_ends, __ATOMIC_ACQUIRE);
     struct engine *e = engine_of(ctx, create);
     /* not found is kept only where every engine is taken (resting, or not asked to make one: later) */
     tl_ctx = e || engine_count() == AG_MAX_ENGINES ? ctx : NULL;
@@ -2410,8 +2455,13 @@ AG_HOT static inline struct engine *current_engine(int create)
     CUcontext ctx = NULL;
     if (query(&ctx) != CUDA_SUCCESS || !ctx)
         return NULL;
-    if (AG_LIKELY(ctx == tl_ctx)) /* only this thread changes its current context */
-        return tl_eng;
+    /* Only this thread changes its current context; the engine found still serves it (a context's end
+     * clears its engine's, whose slot a later context may take over: the handle may be that context's
+     * and its engine another), or none was found and no context has ended since. */
+    struct engine *e = tl_eng;
+    if (AG_LIKELY(ctx == tl_ctx) && AG_LIKELY(e ? __atomic_load_n(&e->ctx, __ATOMIC_RELAXED) == ctx
+                                                : tl_ends == __atomic_load_n(&g_ctx_ends, __ATOMIC_RELAXED)))
+        return e;
     return lookup_engine(ctx, create);
 }
 
@@ -2465,6 +2515,11 @@ AG_HOT static int enter_engine(struct engine *e)
     if (AG_UNLIKELY(e != eng))
         use(e);
     lock_take(&E.lock);
+    if (AG_UNLIKELY(E.ctx != tl_ctx)) { /* its context ended meanwhile (another thread's destroy) */
+        tl_ctx = NULL;
+        lock_give(&E.lock);
+        return 0;
+    }
     if (enter_locked())
         return 1;
     lock_give(&E.lock);
@@ -2654,7 +2709,7 @@ AG_HOT static CUresult kernel_common(kcall_t *c)
         return eager_kernel(c);
     if (t0)
         sample_ts[TS_LOCKED] = ag_now_ns();
-    o.layout = ag_layout_of(c->f);
+    o.layout = ag_layout_of(c->f, (unsigned)E.idx);
     ok = ok && o.layout && !o.layout->no_defer;
     if (E.nmatch && ok)
         prefetch_arrive(o.layout->total);
@@ -3667,7 +3722,19 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
             if (ended) {
                 E.disabled = 1;
                 __atomic_store_n(&E.ctx_ended, 1, __ATOMIC_RELAXED);
+                __atomic_store_n(&E.ctx, NULL, __ATOMIC_RELAXED); /* never found again */
                 issuer_quit();
+                /* its learning window closes (no other engine could open one while it stayed open); in
+                 * the modes that keep CUPTI attached, the next engine made times its segments instead */
+                if (__atomic_load_n(&g_timer, __ATOMIC_ACQUIRE) == eng) {
+                    if (E.cupti_learning)
+                        cupti_learning(0);
+                    else
+                        __atomic_store_n(&g_timer, NULL, __ATOMIC_RELEASE);
+                }
+                /* its modules went with it: their CUfunction handles may be other kernels' from now on */
+                ag_layouts_forget_engine((unsigned)E.idx);
+                __atomic_add_fetch(&g_ctx_ends, 1, __ATOMIC_RELEASE);
                 ag_log(AG_LOG_DEBUG, "the context of engine %d ended (%s): the engine stops", E.idx,
                        ag_hook_names[id]);
             }
@@ -3759,6 +3826,7 @@ void ag_engine_fork_child(void)
         engines[i].issuer = -1;
     }
     pthread_mutex_init(&engines_lock, NULL);
+    pthread_mutex_init(&reclaim_lock, NULL);
     atomic_store(&ctx_query, NULL);
     atomic_store(&ag_engine_on, 0);
 }
@@ -3946,10 +4014,92 @@ static void add_totals(void *arg)
     }
 }
 
-/* Every engine's totals; the ended ones too (visit skips disabled engines). */
+/* The totals of the engines whose slots later contexts took over (reclaim), and how many (under
+ * reclaim_lock). */
+static totals_t g_retired;
+static uint64_t g_nretired;
+
+/* Under the engine's lock (selected): zeroes it but for its lock and index (use() reads it unlocked). The
+ * other fields other threads read without the lock are stored to atomically instead, so that such a
+ * reader never meets a plain write. */
+static void engine_zero(void)
+{
+#define UNLOCKED(f) {offsetof(struct engine, f), sizeof(((struct engine *)0)->f)}
+    size_t keep[][2] = {UNLOCKED(lock),      UNLOCKED(idx), UNLOCKED(disabled),  UNLOCKED(ctx),
+                        UNLOCKED(npending),  UNLOCKED(ops), UNLOCKED(drains),    UNLOCKED(job.state),
+                        UNLOCKED(ctx_ended), UNLOCKED(rest_left)};
+#undef UNLOCKED
+    const size_t n = sizeof keep / sizeof keep[0];
+    for (size_t i = 1; i < n; i++) /* by offset */
+        for (size_t j = i; j > 0 && keep[j][0] < keep[j - 1][0]; j--) {
+            size_t t0 = keep[j][0], t1 = keep[j][1];
+            keep[j][0] = keep[j - 1][0], keep[j][1] = keep[j - 1][1];
+            keep[j - 1][0] = t0, keep[j - 1][1] = t1;
+        }
+    size_t from = 0;
+    for (size_t i = 0; i <= n; i++) {
+        size_t to = i < n ? keep[i][0] : sizeof E;
+        if (to > from)
+            memset((char *)eng + from, 0, to - from);
+        if (i < n)
+            from = keep[i][0] + keep[i][1];
+    }
+    __atomic_store_n(&E.disabled, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&E.ctx, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&E.npending, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&E.ops, 0, __ATOMIC_RELAXED);
+    atomic_store(&E.job.state, JOB_IDLE);
+    __atomic_store_n(&E.ctx_ended, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&E.rest_left, 0, __ATOMIC_RELAXED);
+}
+
+/* Under reclaim_lock and the engine's lock (selected): an engine whose context ended is made over for
+ * another context, where nothing of the old one can still run. Its counts join g_retired; its graphs,
+ * learner and held-work buffers are freed without any CUDA call (what it made in the old context went
+ * with it), and it starts again as if never made, but for its lock, its index, and its drain count,
+ * which goes on (a thread that held work in the old one finds nothing of its own held there). Returns 0
+ * where it cannot be taken yet: its issuer thread has not left. */
+static int reclaim(void)
+{
+    int st = atomic_load(&E.job.state);
+    if (!E.ctx_ended || (st != JOB_IDLE && st != JOB_QUIT) ||
+        !(E.issuer == 0 || E.issuer == -1 || (E.issuer == -2 && atomic_load(&E.issuer_gone))))
+        return 0;
+    if (E.ready) {
+        ag_graph_stats_t gs;
+        ag_graph_stats(&gs);
+        add_totals(&g_retired);
+        /* what it held then, gone now */
+        g_retired.gs.live -= gs.live, g_retired.gs.mem -= gs.mem;
+        g_retired.variants -= E.learner.table.count, g_retired.async_ptrs -= E.async_ptrs.n;
+    }
+    g_retired.ctx_ended = 1;
+    g_retired.engines_disabled += (uint64_t)E.failed;
+    g_nretired++;
+    ag_graph_retire(); /* first: the learner's variants then hold no graph to release */
+    ag_learner_destroy(&E.learner);
+    ag_ptrset_free(&E.async_ptrs);
+    ag_ptrset_free(&E.timed_events);
+    free(E.pending);
+    free(E.arena);
+    free(E.frees);
+    free(E.job.ops);
+    free(E.job.arena);
+    free(E.job.frees);
+    uint64_t drains = E.drains + 1;
+    engine_zero();
+    __atomic_store_n(&E.drains, drains, __ATOMIC_RELEASE);
+    E.S.next_at = SAMPLE_FIRST;
+    return 1;
+}
+
+/* Every engine's totals; the ended ones too (visit skips disabled engines), those whose slots later
+ * contexts took over among them. */
 static void gather(totals_t *t)
 {
-    memset(t, 0, sizeof *t);
+    pthread_mutex_lock(&reclaim_lock);
+    *t = g_retired;
+    pthread_mutex_unlock(&reclaim_lock);
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);
@@ -4111,8 +4261,12 @@ void ag_engine_stats(FILE *f, uint64_t launches)
         fprintf(f, "%.4f", t.s_busy_ms / t.s_span_ms);
     else
         fputs("null", f);
-    /* each context's engine: its device, and what it held back and replayed */
-    fputs("},\n    \"contexts\": [", f);
+    /* each context's engine: its device, and what it held back and replayed (those of ended contexts
+     * whose engines later ones took over are in the totals, and counted) */
+    pthread_mutex_lock(&reclaim_lock);
+    unsigned long long retired = (unsigned long long)g_nretired;
+    pthread_mutex_unlock(&reclaim_lock);
+    fprintf(f, "},\n    \"contexts_retired\": %llu,\n    \"contexts\": [", retired);
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
         use(&engines[i]);

@@ -105,6 +105,9 @@ static struct {
     uint32_t nspare, cap_spare;
     uint64_t thread_stages;
     uint64_t mixing_legacy; /* graphs built over the legacy stream and created streams */
+    /* the slot's lives: moves on where a later context takes the engine over (ag_graph_retire; under the
+     * engine lock and spare_lock), so that a thread's buffer of an earlier life is known gone */
+    unsigned gen;
 } Gs[AG_MAX_ENGINES];
 /* The state of the engine this thread works for now (ag_graph_use): each engine has its own context,
  * capture streams, staging buffers and cache. */
@@ -169,11 +172,16 @@ static int capture_resources(int n)
  * (a program that starts a thread per step or per request holds as many buffers as it has such threads
  * at once, not one per thread it ever started). */
 static AG_TLS void *tls_stage[AG_MAX_ENGINES]; /* one per engine: allocated in its context, gone with it */
+static AG_TLS unsigned tls_stage_gen[AG_MAX_ENGINES]; /* the engine's life (G.gen) it was allocated in */
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf: taken under no other lock but E's */
 
 void *ag_thread_staging(void)
 {
-    void **st = &tls_stage[gcur - Gs];
+    size_t i = (size_t)(gcur - Gs);
+    void **st = &tls_stage[i];
+    if (*st && tls_stage_gen[i] != G.gen)
+        *st = NULL; /* an earlier context's, freed with it */
+    tls_stage_gen[i] = G.gen;
     if (!*st) {
         pthread_mutex_lock(&spare_lock);
         if (G.nspare)
@@ -191,22 +199,25 @@ void *ag_thread_staging(void)
     return *st;
 }
 
-/* Only the pointers move: an engine whose context ended (its buffers freed with it) is never used
- * again, so its spares are never handed out. One that cannot be kept (no memory for the list) is left
- * allocated, as before there were spares. */
+/* Only the pointers move: an engine whose context ended (its buffers freed with it) hands out no spares
+ * again (a later context that takes it over starts with none), and a buffer of an earlier context the
+ * engine served is dropped. One that cannot be kept (no memory for the list) is left allocated, as before
+ * there were spares. */
 void ag_graph_thread_exit(void)
 {
     for (int i = 0; i < AG_MAX_ENGINES; i++) {
         if (!tls_stage[i])
             continue;
         pthread_mutex_lock(&spare_lock);
-        if (Gs[i].nspare == Gs[i].cap_spare) {
+        if (tls_stage_gen[i] != Gs[i].gen) {
+            /* freed with its context */
+        } else if (Gs[i].nspare == Gs[i].cap_spare) {
             uint32_t cap = Gs[i].cap_spare ? 2 * Gs[i].cap_spare : 4;
             void **p = realloc(Gs[i].spare, sizeof *p * cap);
             if (p)
                 Gs[i].spare = p, Gs[i].cap_spare = cap;
         }
-        if (Gs[i].nspare < Gs[i].cap_spare)
+        if (tls_stage_gen[i] == Gs[i].gen && Gs[i].nspare < Gs[i].cap_spare)
             Gs[i].spare[Gs[i].nspare++] = tls_stage[i];
         pthread_mutex_unlock(&spare_lock);
         tls_stage[i] = NULL;
@@ -314,12 +325,14 @@ static void graph_free(ag_graph_t *g)
         G.mem -= g->mem;
     if (!g)
         return;
-    CUstreamCaptureMode mode = ag_relaxed_begin();
-    if (g->exec)
-        ag_drv.cuGraphExecDestroy(g->exec);
-    if (g->graph)
-        ag_drv.cuGraphDestroy(g->graph);
-    ag_relaxed_end(mode);
+    if (g->exec || g->graph) { /* (none where its context ended: ag_graph_retire) */
+        CUstreamCaptureMode mode = ag_relaxed_begin();
+        if (g->exec)
+            ag_drv.cuGraphExecDestroy(g->exec);
+        if (g->graph)
+            ag_drv.cuGraphDestroy(g->graph);
+        ag_relaxed_end(mode);
+    }
     free(g->nodes);
     free(g->kp);
     free(g->ops);
@@ -370,6 +383,23 @@ static void release_all(void)
     }
     G.graphs_released += G.ngraphs;
     G.ngraphs = 0;
+}
+
+void ag_graph_retire(void)
+{
+    for (uint32_t i = 0; i < G.ngraphs; i++) {
+        ag_graph_t *g = G.graphs[i];
+        g->owner->graph = NULL;
+        g->exec = NULL, g->graph = NULL; /* destroyed with the context */
+        graph_free(g);
+    }
+    free(G.graphs);
+    pthread_mutex_lock(&spare_lock);
+    free(G.spare); /* (the buffers went with the context) */
+    unsigned gen = G.gen + 1;
+    memset(gcur, 0, sizeof *gcur);
+    G.gen = gen;
+    pthread_mutex_unlock(&spare_lock);
 }
 
 /* Kernels were unloaded (u): the graphs holding one of them are released (every graph where u->all). */

@@ -22,6 +22,11 @@ typedef struct ag_graph ag_graph_t;
 /* Selects the state of engine `engine` for this thread's next calls (the engine's lock is held). */
 void ag_graph_use(unsigned engine);
 
+/* The engine's context ended, and a later context takes the engine over: its graphs, streams, events and
+ * staging buffers went with the old one, so the graph module's state is forgotten (host memory freed, no
+ * CUDA call) and starts again (ag_graph_init); the calling threads' blocking-read buffers of that context
+ * are dropped as each thread meets them. */
+void ag_graph_retire(void);
 /* Once per engine, for its context: the capture stream and the cache. Returns CUDA's result. */
 CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size);
 /* Captures the chunk's operations into a graph owned by v (and cached); NULL when CUDA refuses. */

@@ -164,7 +164,7 @@ const char *ag_op_describe(const ag_op_t *o, char *buf, size_t n)
 }
 
 /* The new layout of f, its parameter table queried from the driver (no_defer when that fails). */
-static ag_layout_t *layout_new(CUfunction f)
+static ag_layout_t *layout_new(CUfunction f, unsigned engine)
 {
     /* PyTorch passes CUkernel handles, on which the CUfunction queries fail with INVALID_HANDLE. */
     int kernel = 0;
@@ -214,6 +214,7 @@ static ag_layout_t *layout_new(CUfunction f)
         l->total = total;
         l->no_defer = (uint8_t)no_defer;
         l->kernel = (uint8_t)kernel;
+        l->engine = (uint8_t)(engine < AG_LAYOUT_NO_ENGINE ? engine : AG_LAYOUT_NO_ENGINE);
         l->family = name ? ag_name_family(name) : ag_mix(0x6e6f6e616d65ULL, (uint64_t)(uintptr_t)f) | 1;
         for (uint32_t i = 0; i < n; i++) {
             l->p[i].off = offs[i];
@@ -255,7 +256,7 @@ static const ag_layout_t *layout_probe(CUfunction f, uint32_t *slot)
     return NULL;
 }
 
-const ag_layout_t *ag_layout_find(CUfunction f)
+const ag_layout_t *ag_layout_find(CUfunction f, unsigned engine)
 {
     uint32_t h;
     const ag_layout_t *l = layout_probe(f, &h);
@@ -265,7 +266,7 @@ const ag_layout_t *ag_layout_find(CUfunction f)
     pthread_mutex_lock(&layouts_lock);
     l = layout_probe(f, &h);
     if (!l && h != UINT32_MAX) {
-        ag_layout_t *n = layout_new(f);
+        ag_layout_t *n = layout_new(f, engine);
         __atomic_store_n(&ag_layouts[h], n, __ATOMIC_RELEASE);
         l = n;
     }
@@ -385,6 +386,38 @@ void ag_layouts_forget(const ag_unload_t *u)
     }
     free(keep);
     pthread_mutex_unlock(&layouts_lock);
+}
+
+void ag_layouts_forget_engine(unsigned engine)
+{
+    ag_unload_t u;
+    memset(&u, 0, sizeof u);
+    uint32_t cap = 0;
+    pthread_mutex_lock(&layouts_lock);
+    for (uint32_t i = 0; i < AG_LAYOUT_SLOTS && !u.all; i++) {
+        const ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
+        if (!l || l->kernel || (l->engine != engine && l->engine != AG_LAYOUT_NO_ENGINE))
+            continue;
+        if (u.n == cap) {
+            cap = cap ? cap * 2 : 64;
+            const void **h = realloc(u.h, sizeof *h * cap);
+            if (!h) {
+                u.all = 1; /* no room to say which: all */
+                break;
+            }
+            u.h = h;
+        }
+        u.h[u.n++] = l->handle;
+    }
+    pthread_mutex_unlock(&layouts_lock);
+    if (u.n > 1)
+        qsort(u.h, u.n, sizeof *u.h, cmp_handle);
+    if (u.n || u.all) {
+        ag_log(AG_LOG_DEBUG, "the context of engine %u ended: %s of its kernels' layouts are forgotten", engine,
+               u.all ? "every one" : "each");
+        ag_layouts_forget(&u);
+    }
+    ag_unload_free(&u);
 }
 
 /* ---- signatures ---- */

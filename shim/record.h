@@ -61,6 +61,9 @@ typedef struct {
     uint32_t total;   /* bytes from the first parameter to the end of the last */
     uint8_t no_defer; /* NCCL kernels, or no layout */
     uint8_t kernel;   /* the handle is a CUkernel (the CUfunction queries failed on it) */
+    /* the engine (index) whose launch asked for it: a CUfunction is its context's, and its handle may be
+     * another kernel's once that context has ended (ag_layouts_forget_engine); AG_LAYOUT_NO_ENGINE: none */
+    uint8_t engine;
     struct {
         uint32_t off, size; /* in offset order, never overlapping (else no_defer) */
     } p[];
@@ -137,7 +140,7 @@ static inline uint32_t ag_layout_slot(CUfunction f)
 }
 
 /* ag_layout_of past its first probe: probes further, or queries the driver and caches a new layout. */
-const ag_layout_t *ag_layout_find(CUfunction f);
+const ag_layout_t *ag_layout_find(CUfunction f, unsigned engine);
 /* f's name from the driver, or NULL: kernel 1 for a CUkernel handle, 0 for a CUfunction, -1 when it is not
  * known which (the CUfunction query first). */
 const char *ag_func_name(CUfunction f, int kernel);
@@ -154,14 +157,18 @@ int ag_unload_has(const ag_unload_t *u, const void *f);
 void ag_unload_free(ag_unload_t *u);
 /* After the unload: the layouts of u's kernels are forgotten (every layout where u->all). */
 void ag_layouts_forget(const ag_unload_t *u);
+#define AG_LAYOUT_NO_ENGINE 0xff
+/* Engine `engine`'s context ended, and its modules with it: the layouts of the CUfunctions it asked for
+ * (and of those no engine asked for) are forgotten, as at an unload; CUkernels outlive contexts. */
+void ag_layouts_forget_engine(unsigned engine);
 
 /* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. The slot
  * is read with acquire, as another context's engine may have just published the layout there (a plain
  * load on x86-64 all the same). */
-static inline const ag_layout_t *ag_layout_of(CUfunction f)
+static inline const ag_layout_t *ag_layout_of(CUfunction f, unsigned engine)
 {
     const ag_layout_t *l = __atomic_load_n(&ag_layouts[ag_layout_slot(f)], __ATOMIC_ACQUIRE);
-    return AG_LIKELY(l && l->handle == f) ? l : ag_layout_find(f);
+    return AG_LIKELY(l && l->handle == f) ? l : ag_layout_find(f, engine);
 }
 
 /* Asks for the cache line where ag_layout_of(f) starts looking (no access: usable without the lock). */

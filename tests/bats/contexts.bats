@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Several CUDA contexts in one process, each replayed by an engine of its own: the driver_api sample in
-# three contexts of one GPU (in turn in one thread, and a thread each), and on a machine with two GPUs a
+# three contexts of one GPU (in turn in one thread, and a thread each), in 24 more contexts made and
+# destroyed one after another (more than the 16 engines a process keeps), and on a machine with two GPUs a
 # PyTorch MLP trained on the second GPU after a tensor on the first, one split over both GPUs, and one
 # under torch.nn.DataParallel (a thread per GPU). Output identical with and without the shim, and every
 # context's own work replayed from graphs (DataParallel's threads sync each other's engines at will:
@@ -50,6 +51,19 @@ PY
     same_output "$BATS_TEST_TMPDIR/ctx3g"
     coverage_ok "$BATS_TEST_TMPDIR/ctx3g" driver_api_ctx3g
     contexts_replayed "$BATS_TEST_TMPDIR/ctx3g" 3 60
+}
+
+@test "driver_api in 24 more contexts, each made and destroyed in turn: identical output, the ones past 16 engines replayed too" {
+    [ -x "$BIN/driver_api" ] || skip "$BIN/driver_api is not built (nvcc missing?)"
+    local d=$BATS_TEST_TMPDIR/lives
+    run_pair "$d" "$BIN/driver_api" --iters 20 --lives 24
+    same_output "$d"
+    grep -q "^lives: 24" "$d/shim.out"
+    summary "$d" driver_api_lives
+    # the primary context's engine, and 15 more taken over by later contexts as earlier ones ended: the
+    # last 15 lives hold them at exit, and each replayed
+    contexts_replayed "$d" 16 60
+    [ "$(stat "$d/stats.json" replay.contexts_retired)" -ge 9 ]
 }
 
 @test "PyTorch MLP on the second GPU after a tensor on the first, 200 steps: bit-identical losses, replayed" {

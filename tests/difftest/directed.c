@@ -1717,6 +1717,97 @@ static void t_many_contexts(void)
         CK(cuCtxDestroy(mc_ctx[t]));
 }
 
+/* Contexts made and destroyed one after another, more than the shim's 16 engines, so that the later ones
+ * get engines whose contexts ended. Each life (cc_life, context c) makes its context current, loads the
+ * module and makes a stream, two device buffers and a page-locked one; runs CC_ROUNDS rounds of kernels
+ * with a pageable upload (staged by the shim), a download into the page-locked buffer (held) and a
+ * blocking one into pageable memory (its graph's last node, read through the thread's staging buffer);
+ * and destroys the context with all of it. Every life must give the plain run's results, with the later
+ * ones replayed too; fakecuda aborts where a handle of an ended context reaches it (FAKECUDA_STRICT_CONTEXTS)
+ * and unmaps its page-locked memory, where the shim's staging buffers of that context were. Run with
+ * FAKECUDA_REUSE_CONTEXTS and FAKECUDA_REUSE_HANDLES too (ctx_cycle_reuse): each context then gets the
+ * last one's handle, and its kernels the handles of the last one's kernels, in another order (whose
+ * parameters differ: dt_step's a float where dt_addto's a pointer). Each round's two downloads go to out
+ * (2 * OBS floats a round), the calls' results to sum. */
+#define CC_ROUNDS 8
+#define CC_LIVES 40
+static void cc_life(dt_sum_t *sum, int c, CUdevice dev, float *out)
+{
+    CUcontext ctx;
+    CUmodule m;
+    CUfunction fs, fa, fst;
+    CUstream s;
+    CUdeviceptr a, b;
+    float *pin, src[OBS];
+    int n = N;
+    if (DT_CK(sum, cuCtxCreate(&ctx, NULL, 0, dev)) != CUDA_SUCCESS) return;
+    DT_CK(sum, cuModuleLoadData(&m, image));
+    /* (in another order every other life: a handle given out again goes to another kernel) */
+    if (c & 1) DT_CK(sum, cuModuleGetFunction(&fst, m, "dt_store"));
+    DT_CK(sum, cuModuleGetFunction(&fs, m, "dt_step"));
+    DT_CK(sum, cuModuleGetFunction(&fa, m, "dt_addto"));
+    if (!(c & 1)) DT_CK(sum, cuModuleGetFunction(&fst, m, "dt_store"));
+    DT_CK(sum, cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    DT_CK(sum, cuMemAlloc(&a, N * 4));
+    DT_CK(sum, cuMemAlloc(&b, N * 4));
+    DT_CK(sum, cuMemAllocHost((void **)&pin, OBS * 4));
+    DT_CK(sum, cuMemsetD32Async(a, 0, N, s));
+    DT_CK(sum, cuMemsetD32Async(b, 0x3e800000u, N, s)); /* 0.25f */
+    for (int r = 0; r < CC_ROUNDS; r++) {
+        float v = 0.01f * (float)(r + c), half = 0.5f;
+        void *as[] = {&a, &v, &n}, *ab[] = {&b, &a, &n}, *bs[] = {&b, &half, &n}, *ast[] = {&a, &b, &n};
+        for (int i = 0; i < OBS; i++)
+            src[i] = (float)(c * 100 + r * 3 + i) / 64.0f;
+        DT_CK(sum, cuLaunchKernel(fs, 4, 1, 1, 256, 1, 1, 0, s, as, NULL));
+        DT_CK(sum, cuMemcpyHtoDAsync(b, src, sizeof src, s)); /* the first OBS values of b */
+        DT_CK(sum, cuLaunchKernel(fa, 4, 1, 1, 256, 1, 1, 0, s, ab, NULL));
+        DT_CK(sum, cuLaunchKernel(fs, 4, 1, 1, 256, 1, 1, 0, s, bs, NULL));
+        DT_CK(sum, cuLaunchKernel(fst, 1, 1, 1, 64, 1, 1, 0, s, ast, NULL)); /* a = b, OBS values */
+        DT_CK(sum, cuMemcpyDtoHAsync(pin, b, OBS * 4, s));
+        /* into pageable memory: returns once done (and the copy before it on s) */
+        DT_CK(sum, cuMemcpyDtoHAsync(out + (size_t)r * 2 * OBS, a, OBS * 4, s));
+        memcpy(out + ((size_t)r * 2 + 1) * OBS, pin, OBS * 4);
+    }
+    DT_CK(sum, cuCtxDestroy(ctx)); /* its module, stream and memory with it */
+}
+
+static float cc_out[CC_LIVES][CC_ROUNDS][2 * OBS];
+static void t_ctx_cycle(void)
+{
+    CUcontext primary;
+    CUdevice dev;
+    CK(cuCtxGetCurrent(&primary));
+    CK(cuCtxGetDevice(&dev));
+    for (int c = 0; c < CC_LIVES; c++) {
+        cc_life(&S, c, dev, &cc_out[c][0][0]);
+        CK(cuCtxSetCurrent(primary));
+        for (int r = 0; r < CC_ROUNDS; r++)
+            observe(c * CC_ROUNDS + r, cc_out[c][r], sizeof cc_out[c][r]);
+    }
+}
+
+/* The same lives in two threads at once, CC_LIVES / 2 each: engines are taken over while another
+ * context's engine runs, and by either thread. */
+#define CC_THREADS 2
+static dt_sum_t cc_sum[CC_THREADS];
+static CUdevice cc_dev;
+static float cc_tout[CC_THREADS][CC_LIVES / CC_THREADS * CC_ROUNDS][2 * OBS];
+static void *cc_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    for (int c = 0; c < CC_LIVES / CC_THREADS; c++)
+        cc_life(&cc_sum[t], c * CC_THREADS + t, cc_dev, &cc_tout[t][c * CC_ROUNDS][0]);
+    return NULL;
+}
+_Static_assert(CC_THREADS <= MAX_THREADS, "run_threads takes at most MAX_THREADS threads");
+static void t_ctx_cycle_threads(void)
+{
+    CK(cuCtxGetDevice(&cc_dev));
+    /* run_threads observes OBS floats per thread and round: each of ours is two such rounds */
+    run_threads(CC_THREADS, CC_LIVES / CC_THREADS * CC_ROUNDS * 2, cc_thread, cc_sum, "ctx_cycle_threads",
+                &cc_tout[0][0][0]);
+}
+
 /* The first context's engine rests (run with AUTOGRAPH_REST=2: its segments never repeat), and then a
  * second context starts repeating work. Resting sends every call to the driver, so no engine is made
  * while it lasts: the second context's first calls pass plain, and once the rest has used up its
@@ -2013,6 +2104,8 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "two_engines_sync")) t_two_engines_sync();
     else if (!strcmp(n, "many_contexts")) t_many_contexts();
     else if (!strcmp(n, "rest_second_context")) t_rest_second_context();
+    else if (!strcmp(n, "ctx_cycle")) t_ctx_cycle();
+    else if (!strcmp(n, "ctx_cycle_threads")) t_ctx_cycle_threads();
     else if (!strcmp(n, "ctx_destroy")) t_ctx_destroy();
     else if (!strcmp(n, "coop_launch")) t_coop_launch();
     else if (!strcmp(n, "event_destroy")) t_event_destroy();

@@ -4,8 +4,8 @@
 # the issuer building, patching and launching graphs while the program goes on, a second thread launching
 # into the same stream (autograd), an observer thread querying held records, two contexts, a thread
 # capturing graphs of its own beside one that launches (difftest.directed.capture_race, capture_staging,
-# capture_window), threads allocating stream-ordered memory at once (async_threads), and random
-# programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
+# capture_window), threads allocating stream-ordered memory at once (async_threads), contexts made and
+# destroyed in two threads (ctx_cycle_threads), and random programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
 # (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
 # on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
 # BUILD_DIR is itself a sanitizer build.
@@ -53,6 +53,9 @@ run bash "$D" "$b" --directed capture_race
 # three threads of one context allocating and freeing stream-ordered memory at once (the engine's set of
 # those allocations, written at each allocation and read at each free, from every thread)
 run bash "$D" "$b" --directed async_threads
+# two threads making and destroying 20 contexts each: engines whose contexts ended taken over by the next
+# ones, while the other thread's engine runs
+run bash "$D" "$b" --directed ctx_cycle_threads
 # another context's global capture begun while the engine allocates a staging buffer (30 ms in the fake),
 # and while it holds a launch (the capture's barrier slowed by the other context's held work)
 FAKECUDA_HOST_ALLOC_NS=30000000 run bash "$D" "$b" --directed capture_staging
