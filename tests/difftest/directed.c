@@ -1370,6 +1370,39 @@ static void t_ctx_end(int how)
     }
 }
 
+/* A context destroyed right after its engine's CUPTI learning window opened (run with the stand-in CUPTI:
+ * the window opens at the pattern's second sighting): the window is closed by then (the barrier before
+ * the destroy closes it; the context's end would otherwise), and after the wait between two windows the
+ * primary context's engine opens one of its own and replays. No engine may keep the window past its
+ * context's end: none could open one again, and every later context would run eagerly. */
+static void t_ctx_end_window(void)
+{
+    CUcontext primary, made;
+    CUdevice dev;
+    CUmodule m;
+    CK(cuCtxGetCurrent(&primary));
+    CK(cuCtxGetDevice(&dev));
+    CUfunction keep[3] = {f_step, f_addto, f_store};
+    CUstream keep_s1 = s1;
+    CK(cuCtxCreate(&made, NULL, 0, dev));
+    CK(cuModuleLoadData(&m, image));
+    CK(cuModuleGetFunction(&f_step, m, "dt_step"));
+    CK(cuModuleGetFunction(&f_addto, m, "dt_addto"));
+    CK(cuModuleGetFunction(&f_store, m, "dt_store"));
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    for (int r = 0; r < 2 * ROUNDS; r++) {
+        if (r == 2) {
+            CK(cuCtxDestroy(made));
+            sleep_ns(20000000); /* past the wait the shim keeps between two windows (32 times one's cost) */
+            CK(cuCtxSetCurrent(primary));
+            f_step = keep[0], f_addto = keep[1], f_store = keep[2], s1 = keep_s1;
+        }
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+}
+
 /* A second context of this device with a stream of its own, for a thread of its own (fn) that meets this
  * one at the two barriers a and b; this context stays current. 0 where the thread could not start. */
 static int second_context(CUcontext *ctx, CUstream *s, pthread_barrier_t *a, pthread_barrier_t *b,
@@ -2113,6 +2146,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "null_host")) t_null_host();
     else if (!strcmp(n, "ctx_end_destroy")) t_ctx_end(0);
     else if (!strcmp(n, "ctx_end_reset")) t_ctx_end(1);
+    else if (!strcmp(n, "ctx_end_window")) t_ctx_end_window();
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
