@@ -286,6 +286,9 @@ static CUresult step_query(prog_t *p, int stream)
     return q;
 }
 static int g_twoctx;   /* --twoctx: the side stream belongs to a second context (side_ctx) */
+/* --ctxchurn (implies --twoctx): each program's second context is made for it and destroyed at its end, so
+ * that a batch makes more contexts than the shim keeps engines for (16) */
+static int g_ctxchurn;
 /* --buckets N: a launch whose shape varies takes, each iteration, one of N grid sizes, the same bucket for
  * every such launch of the iteration, in an order drawn from the program's seed (a loader that pads each
  * batch to one of N lengths): many variants after the same point of the iteration */
@@ -1155,8 +1158,12 @@ static int run_program(uint64_t seed)
     if (g_twoctx) {
         CUdevice dev;
         DT_CK(S, cuCtxGetDevice(&dev));
-        static CUcontext ctx2; /* one for the process: the fake has room for a few contexts only */
-        if (!ctx2) DT_CK(S, cuCtxCreate(&ctx2, NULL, 0, dev));
+        static CUcontext ctx2; /* one for the process, but with --ctxchurn */
+        if (!ctx2 || g_ctxchurn) {
+            CUcontext pushed;
+            DT_CK(S, cuCtxCreate(&ctx2, NULL, 0, dev));
+            DT_CK(S, cuCtxPopCurrent(&pushed)); /* made current by a push: the thread's stack as it was */
+        }
         p->ctx2 = ctx2;
         DT_CK(S, cuCtxSetCurrent(p->ctx2)); /* current until set back */
         load_kernels(p, &p->mod2, &p->lib2, p->fn2, p->kn2);
@@ -1250,6 +1257,7 @@ static int run_program(uint64_t seed)
         DT_CK(S, cuModuleUnload(p->mod2));
         DT_CK(S, cuLibraryUnload(p->lib2));
         DT_CK(S, cuCtxSetCurrent(p->ctx));
+        if (g_ctxchurn) DT_CK(S, cuCtxDestroy(p->ctx2));
     }
 
     printf("seed %llu checksum %016llx\n", (unsigned long long)seed, (unsigned long long)S->hash);
@@ -1276,11 +1284,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--oldquery")) g_oldquery = 1;
         else if (!strcmp(argv[i], "--farquery")) g_farquery = 1;
         else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
+        else if (!strcmp(argv[i], "--ctxchurn")) g_ctxchurn = g_twoctx = 1;
         else if (!strcmp(argv[i], "--poll")) g_poll = 1;
         else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) g_buckets = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--capturer] [--oldquery] [--farquery] [--twoctx] [--buckets N] [--poll]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--capturer] [--oldquery] [--farquery] [--twoctx] [--ctxchurn] [--buckets N] [--poll]\n", argv[0]);
             return 2;
         }
     }
