@@ -3361,6 +3361,7 @@ void ag_engine_unload_begin(ag_unload_t *u, int library, const void *handle)
     int one = engine_count() == 1 && ag_drv.cuCtxGetCurrent && ag_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur &&
               cur == engines[0].ctx;
     ag_unload_collect(u, library, handle, one);
+    ag_layouts_forget(u);
 }
 
 /* A module or library was unloaded (the held work that used its kernels was issued by the barrier before
@@ -3695,6 +3696,24 @@ int ag_engine_event_destroy(ag_id_t id, CUevent ev)
     }
     use(prev);
     return kept;
+}
+
+void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
+{
+    /* (not before a release, which ends the context only where it was the last reference: a program may
+     * retain and release it around each use, and would pay every kernel's layout query again) */
+    if (id != AG_ID_cuCtxDestroy_v2 && id != AG_ID_cuDevicePrimaryCtxReset_v2 && id != AG_ID_cuDevicePrimaryCtxReset)
+        return;
+    struct engine *prev = eng;
+    for (int i = 0, n = engine_count(); i < n; i++) {
+        int ending = 0;
+        if (visit(i))
+            ending = id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : dev == E.dev;
+        unvisit();
+        if (ending)
+            ag_layouts_forget_engine((unsigned)i);
+    }
+    use(prev);
 }
 
 /* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):
@@ -4078,6 +4097,7 @@ static int reclaim(void)
     g_nretired++;
     ag_graph_retire(); /* first: the learner's variants then hold no graph to release */
     ag_learner_destroy(&E.learner);
+    ag_layouts_free_engine((unsigned)E.idx); /* (nothing of the old context points to them now) */
     ag_ptrset_free(&E.async_ptrs);
     ag_ptrset_free(&E.timed_events);
     free(E.pending);

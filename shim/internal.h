@@ -246,6 +246,10 @@ CUresult ag_engine_event_record(ag_id_t id, CUevent ev, CUstream s);
 CUresult ag_engine_event_record_flags(ag_id_t id, CUevent ev, CUstream s, unsigned flags);
 CUresult ag_engine_stream_wait_event(ag_id_t id, CUstream s, CUevent ev, unsigned flags);
 CUresult ag_engine_h2d_async(ag_id_t id, CUdeviceptr dst, const void *src, size_t n, CUstream s);
+/* Before cuCtxDestroy (ctx) or a primary context's reset (dev), after its barrier: the argument layouts of
+ * the kernels of the engines that end are forgotten, as after the call (the driver may give their handles
+ * to another thread's new kernels as soon as the context is gone, before the call returns). */
+void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev);
 /* After a successful cuCtxDestroy (ctx) or primary context release or reset (dev): where the engine's
  * context ended, the engine stops. */
 void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev);
@@ -278,8 +282,9 @@ typedef struct {
     int all;
 } ag_unload_t;
 /* A module or library unload (library: 1 for cuLibraryUnload), engine running or paused: before the driver
- * call (after the barrier), which cached kernels are its; after the call, their layouts and every graph
- * holding one of them go. */
+ * call (after the barrier), which cached kernels are its, and their layouts go (another thread may get
+ * their handles for new kernels before the call returns); after the call, their layouts go again (a
+ * launch of theirs meanwhile cached them), and so does every graph holding one of them. */
 void ag_engine_unload_begin(ag_unload_t *u, int library, const void *handle);
 void ag_engine_kernels_gone(ag_unload_t *u);
 /* Before a sync or query of events a and b (both NULL: of a stream or the context): on a thread that

@@ -238,6 +238,7 @@
         AG_HOOK_ENTER_(name, args)                                                                    \
         if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
             ag_engine_barrier(AG_ID_##name);                                                          \
+        ag_engine_context_ending(AG_ID_##name, AG_CTX_##name);                                        \
         CUresult r_ = real_ args;                                                                     \
         ag_wait_engine = NULL; /* not a wait for the GPU's work */                                    \
         if (r_ == CUDA_SUCCESS)                                                                       \
