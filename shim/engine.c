@@ -4097,7 +4097,6 @@ static int reclaim(void)
     g_nretired++;
     ag_graph_retire(); /* first: the learner's variants then hold no graph to release */
     ag_learner_destroy(&E.learner);
-    ag_layouts_free_engine((unsigned)E.idx); /* (nothing of the old context points to them now) */
     ag_ptrset_free(&E.async_ptrs);
     ag_ptrset_free(&E.timed_events);
     free(E.pending);

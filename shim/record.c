@@ -388,14 +388,6 @@ void ag_layouts_forget(const ag_unload_t *u)
     pthread_mutex_unlock(&layouts_lock);
 }
 
-/* The layouts forgotten at each engine's context's end (ag_layouts_forget_engine), freed once a later
- * context takes the engine over (ag_layouts_free_engine): only that engine's held work and graphs could
- * point to them. Under layouts_lock. */
-static struct {
-    ag_layout_t **l;
-    uint32_t n, cap;
-} gone[AG_LAYOUT_NO_ENGINE];
-
 void ag_layouts_forget_engine(unsigned engine)
 {
     ag_unload_t u;
@@ -403,7 +395,7 @@ void ag_layouts_forget_engine(unsigned engine)
     uint32_t cap = 0;
     pthread_mutex_lock(&layouts_lock);
     for (uint32_t i = 0; i < AG_LAYOUT_SLOTS && !u.all; i++) {
-        ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
+        const ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
         if (!l || l->kernel || (l->engine != engine && l->engine != AG_LAYOUT_NO_ENGINE))
             continue;
         if (u.n == cap) {
@@ -416,16 +408,6 @@ void ag_layouts_forget_engine(unsigned engine)
             u.h = h;
         }
         u.h[u.n++] = l->handle;
-        if (engine < AG_LAYOUT_NO_ENGINE && l->engine == engine) { /* kept for ag_layouts_free_engine */
-            if (gone[engine].n == gone[engine].cap) {
-                uint32_t c = gone[engine].cap ? 2 * gone[engine].cap : 64;
-                ag_layout_t **g = realloc(gone[engine].l, sizeof *g * c);
-                if (g)
-                    gone[engine].l = g, gone[engine].cap = c;
-            }
-            if (gone[engine].n < gone[engine].cap) /* (else left allocated, as an unload's) */
-                gone[engine].l[gone[engine].n++] = l;
-        }
     }
     pthread_mutex_unlock(&layouts_lock);
     if (u.n > 1)
@@ -436,19 +418,6 @@ void ag_layouts_forget_engine(unsigned engine)
         ag_layouts_forget(&u);
     }
     ag_unload_free(&u);
-}
-
-void ag_layouts_free_engine(unsigned engine)
-{
-    if (engine >= AG_LAYOUT_NO_ENGINE)
-        return;
-    pthread_mutex_lock(&layouts_lock);
-    for (uint32_t i = 0; i < gone[engine].n; i++)
-        free(gone[engine].l[i]);
-    free(gone[engine].l);
-    gone[engine].l = NULL;
-    gone[engine].n = gone[engine].cap = 0;
-    pthread_mutex_unlock(&layouts_lock);
 }
 
 /* ---- signatures ---- */

@@ -159,11 +159,9 @@ void ag_unload_free(ag_unload_t *u);
 void ag_layouts_forget(const ag_unload_t *u);
 #define AG_LAYOUT_NO_ENGINE 0xff
 /* Engine `engine`'s context ended, and its modules with it: the layouts of the CUfunctions it asked for
- * (and of those no engine asked for) are forgotten, as at an unload; CUkernels outlive contexts. */
+ * (and of those no engine asked for) are forgotten, as at an unload, and stay allocated (another engine's
+ * graph may hold one: a CUfunction launched in a context not its own); CUkernels outlive contexts. */
 void ag_layouts_forget_engine(unsigned engine);
-/* A later context takes engine `engine` over: the layouts forgotten at its context's end are freed (only
- * its held work and graphs, gone now, pointed to them). */
-void ag_layouts_free_engine(unsigned engine);
 
 /* The argument layout of a kernel (CUfunction or CUkernel), cached; NULL when the cache is full. The slot
  * is read with acquire, as another context's engine may have just published the layout there (a plain
