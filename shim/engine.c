@@ -2438,8 +2438,10 @@ static struct engine *lookup_engine(CUcontext ctx, int create)
 {
     tl_ends = __atomic_load_n(&g_ctx_ends, __ATOMIC_ACQUIRE);
     struct engine *e = engine_of(ctx, create);
-    /* not found is kept only where every engine is taken (resting, or not asked to make one: later) */
-    tl_ctx = e || engine_count() == AG_MAX_ENGINES ? ctx : NULL;
+    /* not found is kept only where one was asked for and every engine is taken, none of them by an ended
+     * context (resting, or a lookup that makes none, a barrier's: the next call looks again, and may
+     * take over an engine) */
+    tl_ctx = e || (create && engine_count() == AG_MAX_ENGINES) ? ctx : NULL;
     tl_eng = e;
     return e;
 }

@@ -1784,7 +1784,12 @@ static void cc_life(dt_sum_t *sum, int c, CUdevice dev, float *out)
     DT_CK(sum, cuMemAlloc(&a, N * 4));
     DT_CK(sum, cuMemAlloc(&b, N * 4));
     DT_CK(sum, cuMemAllocHost((void **)&pin, OBS * 4));
-    DT_CK(sum, cuMemsetD32Async(a, 0, N, s));
+    for (int i = 0; i < OBS; i++)
+        src[i] = (float)(c + i) / 128.0f;
+    /* a blocking copy first, as a program filling its buffers does: a barrier that only looks the new
+     * context up (it made no engine: the first call that may be held back does) */
+    DT_CK(sum, cuMemcpyHtoD(a, src, sizeof src));
+    DT_CK(sum, cuMemsetD32Async(a + sizeof src, 0, N - OBS, s));
     DT_CK(sum, cuMemsetD32Async(b, 0x3e800000u, N, s)); /* 0.25f */
     for (int r = 0; r < CC_ROUNDS; r++) {
         float v = 0.01f * (float)(r + c), half = 0.5f;
