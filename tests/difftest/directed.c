@@ -1319,6 +1319,37 @@ static void t_event_destroy_old(void)
     CK(cuEventDestroy(w));
 }
 
+/* A context made for the first rounds of a test (made_begin), current, with the module's functions and a
+ * stream of its own in f_step, f_addto, f_store and s1; made_end destroys it and makes the primary context
+ * current with the primary's functions and stream again (sleep_ns first where not 0). */
+static struct {
+    CUcontext primary, made;
+    CUfunction keep[3];
+    CUstream keep_s1;
+} MD;
+static void made_begin(void)
+{
+    CUdevice dev;
+    CUmodule m;
+    CK(cuCtxGetCurrent(&MD.primary));
+    CK(cuCtxGetDevice(&dev));
+    MD.keep[0] = f_step, MD.keep[1] = f_addto, MD.keep[2] = f_store, MD.keep_s1 = s1;
+    CK(cuCtxCreate(&MD.made, NULL, 0, dev));
+    CK(cuModuleLoadData(&m, image));
+    CK(cuModuleGetFunction(&f_step, m, "dt_step"));
+    CK(cuModuleGetFunction(&f_addto, m, "dt_addto"));
+    CK(cuModuleGetFunction(&f_store, m, "dt_store"));
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+}
+static void made_end(long long pause_ns)
+{
+    CK(cuCtxDestroy(MD.made)); /* the engine's context */
+    if (pause_ns)
+        sleep_ns(pause_ns);
+    CK(cuCtxSetCurrent(MD.primary));
+    f_step = MD.keep[0], f_addto = MD.keep[1], f_store = MD.keep[2], s1 = MD.keep_s1;
+}
+
 /* The engine's context ends in the middle of the program: destroyed (how = 0: the engine's context is
  * one the program made, the first to launch anything), or, the primary context, reset (how = 1). Its
  * streams, graphs and staging buffers go with it, and the driver may hand its handle to a later context:
@@ -1326,28 +1357,17 @@ static void t_event_destroy_old(void)
  * the primary context, with the same results. */
 static void t_ctx_end(int how)
 {
-    CUcontext primary, made = NULL;
+    CUcontext primary;
     CUdevice dev;
     CK(cuCtxGetCurrent(&primary));
     CK(cuCtxGetDevice(&dev));
-    CUfunction keep[3] = {f_step, f_addto, f_store};
-    CUstream keep_s1 = s1;
-    if (how == 0) { /* the made context runs the first rounds, with functions and a stream of its own */
-        CUmodule m;
-        CK(cuCtxCreate(&made, NULL, 0, dev));
-        CK(cuModuleLoadData(&m, image));
-        CK(cuModuleGetFunction(&f_step, m, "dt_step"));
-        CK(cuModuleGetFunction(&f_addto, m, "dt_addto"));
-        CK(cuModuleGetFunction(&f_store, m, "dt_store"));
-        CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    }
+    if (how == 0) /* the made context runs the first rounds, with functions and a stream of its own */
+        made_begin();
     float src[OBS];
     for (int r = 0; r < ROUNDS; r++) {
         if (r == ROUNDS / 2) {
             if (how == 0) {
-                CK(cuCtxDestroy(made)); /* the engine's context */
-                CK(cuCtxSetCurrent(primary));
-                f_step = keep[0], f_addto = keep[1], f_store = keep[2], s1 = keep_s1;
+                made_end(0);
             } else {
                 CK(cuDevicePrimaryCtxReset(dev)); /* the engine's context, the primary one */
                 CK(cuDevicePrimaryCtxRetain(&primary, dev));
@@ -1377,26 +1397,10 @@ static void t_ctx_end(int how)
  * context's end: none could open one again, and every later context would run eagerly. */
 static void t_ctx_end_window(void)
 {
-    CUcontext primary, made;
-    CUdevice dev;
-    CUmodule m;
-    CK(cuCtxGetCurrent(&primary));
-    CK(cuCtxGetDevice(&dev));
-    CUfunction keep[3] = {f_step, f_addto, f_store};
-    CUstream keep_s1 = s1;
-    CK(cuCtxCreate(&made, NULL, 0, dev));
-    CK(cuModuleLoadData(&m, image));
-    CK(cuModuleGetFunction(&f_step, m, "dt_step"));
-    CK(cuModuleGetFunction(&f_addto, m, "dt_addto"));
-    CK(cuModuleGetFunction(&f_store, m, "dt_store"));
-    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    made_begin();
     for (int r = 0; r < 2 * ROUNDS; r++) {
-        if (r == 2) {
-            CK(cuCtxDestroy(made));
-            sleep_ns(20000000); /* past the wait the shim keeps between two windows (32 times one's cost) */
-            CK(cuCtxSetCurrent(primary));
-            f_step = keep[0], f_addto = keep[1], f_store = keep[2], s1 = keep_s1;
-        }
+        if (r == 2)
+            made_end(20000000); /* past the wait the shim keeps between two windows (32 times one's cost) */
         pattern(s1, r);
         CK(cuStreamSynchronize(s1));
         observe(r, P2, OBS * 4);
