@@ -309,6 +309,21 @@ static int unloaded_with(const ag_layout_t *l, int library, const void *handle, 
     return lib_mod_ok < 0 || !one_context;
 }
 
+/* Adds handle h to u (cap: its room); where there is no memory for it, u names every kernel (all). */
+static void unload_add(ag_unload_t *u, uint32_t *cap, const void *h)
+{
+    if (u->n == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 64;
+        const void **p = realloc(u->h, sizeof *p * c);
+        if (!p) {
+            u->all = 1; /* no room to say which: all */
+            return;
+        }
+        u->h = p, *cap = c;
+    }
+    u->h[u->n++] = h;
+}
+
 void ag_unload_collect(ag_unload_t *u, int library, const void *handle, int one_context)
 {
     memset(u, 0, sizeof *u);
@@ -325,16 +340,7 @@ void ag_unload_collect(ag_unload_t *u, int library, const void *handle, int one_
         seen += l != NULL;
         if (!l || !unloaded_with(l, library, handle, lib_mod, lib_mod_ok, one_context))
             continue;
-        if (u->n == cap) {
-            cap = cap ? cap * 2 : 64;
-            const void **h = realloc(u->h, sizeof *h * cap);
-            if (!h) {
-                u->all = 1; /* no room to say which: all */
-                break;
-            }
-            u->h = h;
-        }
-        u->h[u->n++] = l->handle;
+        unload_add(u, &cap, l->handle);
     }
     pthread_mutex_unlock(&layouts_lock);
     if (u->n > 1)
@@ -398,16 +404,7 @@ void ag_layouts_forget_engine(unsigned engine)
         const ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
         if (!l || l->kernel || (l->engine != engine && l->engine != AG_LAYOUT_NO_ENGINE))
             continue;
-        if (u.n == cap) {
-            cap = cap ? cap * 2 : 64;
-            const void **h = realloc(u.h, sizeof *h * cap);
-            if (!h) {
-                u.all = 1; /* no room to say which: all */
-                break;
-            }
-            u.h = h;
-        }
-        u.h[u.n++] = l->handle;
+        unload_add(&u, &cap, l->handle);
     }
     pthread_mutex_unlock(&layouts_lock);
     if (u.n > 1)
