@@ -3700,6 +3700,31 @@ int ag_engine_event_destroy(ag_id_t id, CUevent ev)
     return kept;
 }
 
+/* Each device's primary context, as the last successful cuDevicePrimaryCtxRetain returned it (NULL where
+ * none was seen): a reset or last release of a device ends that context, and leaves the contexts the
+ * program made on the device alone. */
+#define PRIMARY_DEVICES 64
+static CUcontext g_primary[PRIMARY_DEVICES];
+
+void ag_engine_primary_retained(CUdevice dev, CUcontext ctx)
+{
+    if (dev >= 0 && dev < PRIMARY_DEVICES)
+        __atomic_store_n(&g_primary[dev], ctx, __ATOMIC_RELEASE);
+}
+
+/* Whether a primary context's reset or release on device dev may end the context of the engine in use:
+ * it is on dev, and its context is dev's primary one or, where no retain of that was seen, may be. (A
+ * reset stopped the engine of a context made on the device too: that engine was replaced by a new one,
+ * which learned everything again, and the old one's streams, graphs and buffers, still the live
+ * context's, were never freed.) */
+static int on_primary(CUdevice dev)
+{
+    if (dev != E.dev)
+        return 0;
+    CUcontext p = dev >= 0 && dev < PRIMARY_DEVICES ? __atomic_load_n(&g_primary[dev], __ATOMIC_ACQUIRE) : NULL;
+    return !p || p == E.ctx;
+}
+
 void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
     /* (not before a release, which ends the context only where it was the last reference: a program may
@@ -3710,7 +3735,7 @@ void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
     for (int i = 0, n = engine_count(); i < n; i++) {
         int ending = 0;
         if (visit(i))
-            ending = id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : dev == E.dev;
+            ending = id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : on_primary(dev);
         unvisit();
         if (ending)
             ag_layouts_forget_engine((unsigned)i);
@@ -3721,8 +3746,8 @@ void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
 /* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):
  * the engine it was the context of stops. The held work was issued at the barrier before the call.
  * What it made in that context is left alone: destroying it now could only fail. A release ends the
- * primary context only where it leaves it inactive; a reset of a device stops every engine on it, even
- * one whose context was created on that device (the engine cannot tell primary from created). */
+ * primary context only where it leaves it inactive; a release or reset stops the engine of the device's
+ * primary context only (on_primary). */
 void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
     struct engine *prev = eng;
@@ -3732,7 +3757,7 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
             int ended = 0;
             if (id == AG_ID_cuCtxDestroy_v2) {
                 ended = ctx == E.ctx;
-            } else if (dev == E.dev) {
+            } else if (on_primary(dev)) {
                 unsigned flags = 0;
                 if (id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset)
                     active = 0;

@@ -57,7 +57,7 @@ typedef enum {
     AG_KIND_DEVENT, AG_KIND_DD2H, AG_KIND_DFREE,
     AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT, AG_KIND_STREAM, AG_KIND_HOSTFN,
     AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC,
-    AG_KIND_FATTR, AG_KIND_LIMIT
+    AG_KIND_FATTR, AG_KIND_LIMIT, AG_KIND_PRIMARY
 } ag_kind_t;
 #define AG_KIND_IS_LAUNCH(k) ((k) == AG_KIND_DLAUNCH || (k) == AG_KIND_LAUNCH)
 /* The kinds the engine may defer (consecutive in the enum above). */
@@ -253,6 +253,8 @@ void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev);
 /* After a successful cuCtxDestroy (ctx) or primary context release or reset (dev): where the engine's
  * context ended, the engine stops. */
 void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev);
+/* After a successful cuDevicePrimaryCtxRetain: ctx is device dev's primary context. */
+void ag_engine_primary_retained(CUdevice dev, CUcontext ctx);
 /* cuEventDestroy: the event is forgotten (timed events); where a held record or wait may name it, a barrier,
  * or (AUTOGRAPH_EVENT_DESTROY=defer) the engine keeps it and destroys it after that work (1: the hook returns
  * success without the driver's call). */

@@ -247,6 +247,20 @@
         return r_;                                                                                    \
     }
 #define AG_GEN_IPC AG_BARRIER
+/* The primary context's retain: passed through, and the context it returned noted for its device, even
+ * for the shim's own calls (a reset or last release of the device ends that context only: the engines of
+ * contexts the program made on the device go on). */
+#define AG_GEN_PRIMARY(name, params, args)                                                            \
+    AG_EXPORT CUresult CUDAAPI name params                                                            \
+    {                                                                                                 \
+        if (AG_LIKELY(!ag_guard))                                                                     \
+            ag_count(AG_ID_##name);                                                                   \
+        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
+        CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
+        if (r_ == CUDA_SUCCESS && pctx)                                                               \
+            ag_engine_primary_retained(dev, *pctx);                                                   \
+        return r_;                                                                                    \
+    }
 
 #define AG_HOOK(kind, name, params, args) AG_GEN_##kind(name, params, args)
 #include "hooks.def"

@@ -80,6 +80,9 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" mixing_legacy={r.get('graphs_mixing_legacy', '-')}"
       f" issuer(jobs/builds/waited)={'/'.join(str(int((r.get('issuer') or {}).get(k, 0))) for k in ('jobs', 'builds', 'waited'))}"
       f" build_ms={(r.get('host_ms') or {}).get('graph_build', '-')}"
+      f" variants={r.get('variants', '-')} graph_launches={r.get('graph_launches', '-')}"
+      f" evicted/build_refused={r.get('graphs_evicted', '-')}/{r.get('graph_builds_refused', '-')}"
+      f" planned={r.get('segments_planned', '-')} starts_unmatched={r.get('chunk_starts_unmatched', '-')}"
       f" steady_ms(plain/shim)={steady('plain')}/{steady('shim')}")
 PY
 }

@@ -1390,6 +1390,32 @@ static void t_ctx_end(int how)
     }
 }
 
+/* A reset (how = 0) or last release (how = 1) of the device's primary context in the middle of the
+ * rounds of a context the program made on that device (made_begin): the primary context's engine stops
+ * there, the made context's goes on replaying with what it learned. (Either stopped every engine of the
+ * device before: the made context got a new engine, which learned again, and the old one's streams,
+ * graphs and buffers were never freed, the context being alive.) */
+static void t_primary_end_keeps_made(int how)
+{
+    CUdevice dev;
+    CK(cuCtxGetDevice(&dev));
+    for (int r = 0; r < 3; r++) { /* the primary context's engine, first */
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    made_begin();
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS / 2)
+            CK(how ? cuDevicePrimaryCtxRelease(dev) : cuDevicePrimaryCtxReset(dev)); /* made one current */
+        pattern(s1, r);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    CK(cuDevicePrimaryCtxRetain(&MD.primary, dev)); /* for the checks at the end */
+    made_end(0);
+}
+
 /* A context destroyed right after its engine's CUPTI learning window opened (run with the stand-in CUPTI:
  * the window opens at the pattern's second sighting): the window is closed by then (the barrier before
  * the destroy closes it; the context's end would otherwise), and after the wait between two windows the
@@ -2156,6 +2182,8 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ctx_end_destroy")) t_ctx_end(0);
     else if (!strcmp(n, "ctx_end_reset")) t_ctx_end(1);
     else if (!strcmp(n, "ctx_end_window")) t_ctx_end_window();
+    else if (!strcmp(n, "reset_keeps_made")) t_primary_end_keeps_made(0);
+    else if (!strcmp(n, "release_keeps_made")) t_primary_end_keeps_made(1);
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
