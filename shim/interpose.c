@@ -13,13 +13,17 @@
 /* Plain pass-through: count, then call the driver. A hook reached from the shim's own calls
  * (ag_guard) is not counted. Barriers and deferrable operations raise ag_hook_depth around their
  * driver calls: the CUPTI coverage guard tells a call no hook saw by a depth of 0. */
-#define AG_PASSTHROUGH(name, params, args)                                                            \
+#define AG_PASSTHROUGH(name, params, args) AG_PASSTHROUGH_THEN_(name, params, args, )
+/* ... and `after` (a statement) once the driver answered r_. */
+#define AG_PASSTHROUGH_THEN_(name, params, args, after)                                               \
     AG_EXPORT CUresult CUDAAPI name params                                                            \
     {                                                                                                 \
         if (AG_LIKELY(!ag_guard))                                                                     \
             ag_count(AG_ID_##name);                                                                   \
         ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        return real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                             \
+        CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
+        after;                                                                                        \
+        return r_;                                                                                    \
     }
 
 /* A barrier: whatever the engine holds back is issued first (in order), then the call goes to the
@@ -251,16 +255,7 @@
  * for the shim's own calls (a reset or last release of the device ends that context only: the engines of
  * contexts the program made on the device go on). */
 #define AG_GEN_PRIMARY(name, params, args)                                                            \
-    AG_EXPORT CUresult CUDAAPI name params                                                            \
-    {                                                                                                 \
-        if (AG_LIKELY(!ag_guard))                                                                     \
-            ag_count(AG_ID_##name);                                                                   \
-        ag_fn_##name##_t real_ = (ag_fn_##name##_t)ag_real_get(AG_ID_##name);                         \
-        CUresult r_ = real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                                      \
-        if (r_ == CUDA_SUCCESS && pctx)                                                               \
-            ag_engine_primary_retained(dev, *pctx);                                                   \
-        return r_;                                                                                    \
-    }
+    AG_PASSTHROUGH_THEN_(name, params, args, if (r_ == CUDA_SUCCESS && pctx) ag_engine_primary_retained(dev, *pctx))
 
 #define AG_HOOK(kind, name, params, args) AG_GEN_##kind(name, params, args)
 #include "hooks.def"
