@@ -83,6 +83,7 @@ print(f"{sys.argv[2]:<14} launches={n:<7} cupti={c.get('launches', '-'):<7} repl
       f" variants={r.get('variants', '-')} graph_launches={r.get('graph_launches', '-')}"
       f" evicted/build_refused={r.get('graphs_evicted', '-')}/{r.get('graph_builds_refused', '-')}"
       f" planned={r.get('segments_planned', '-')} starts_unmatched={r.get('chunk_starts_unmatched', '-')}"
+      f" primary_retains={s.get('calls', {}).get('cuDevicePrimaryCtxRetain', 0)}"
       f" steady_ms(plain/shim)={steady('plain')}/{steady('shim')}")
 PY
 }
