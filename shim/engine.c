@@ -3725,6 +3725,15 @@ static int on_primary(CUdevice dev)
     return !p || p == E.ctx;
 }
 
+/* visit for a context's end: the engines that run, and those a failure of their own disabled (the end
+ * frees their slot and their context's handle: a later context given that handle found the failed
+ * engine, and ran plain, before). Not those already ended, nor those the exit or a fork disabled. */
+static int visit_live(int i)
+{
+    (void)visit(i);
+    return E.ready && !E.ctx_ended && (!E.disabled || E.failed);
+}
+
 void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
     /* (not before a release, which ends the context only where it was the last reference: a program may
@@ -3734,7 +3743,7 @@ void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
         int ending = 0;
-        if (visit(i))
+        if (visit_live(i))
             ending = id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : on_primary(dev);
         unvisit();
         if (ending)
@@ -3753,7 +3762,7 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
     struct engine *prev = eng;
     int active = -1; /* the primary context's state, asked once */
     for (int i = 0, n = engine_count(); i < n; i++) {
-        if (visit(i)) {
+        if (visit_live(i)) {
             int ended = 0;
             if (id == AG_ID_cuCtxDestroy_v2) {
                 ended = ctx == E.ctx;

@@ -1339,7 +1339,8 @@ static void made_begin(void)
     CK(cuModuleGetFunction(&f_step, m, "dt_step"));
     CK(cuModuleGetFunction(&f_addto, m, "dt_addto"));
     CK(cuModuleGetFunction(&f_store, m, "dt_store"));
-    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    /* (not cuStreamCreate: failed_ctx_end makes the shim's own calls of it fail, and only those) */
+    CK(cuStreamCreateWithPriority(&s1, CU_STREAM_NON_BLOCKING, 0));
 }
 static void made_end(long long pause_ns)
 {
@@ -1414,6 +1415,23 @@ static void t_primary_end_keeps_made(int how)
     }
     CK(cuDevicePrimaryCtxRetain(&MD.primary, dev)); /* for the checks at the end */
     made_end(0);
+}
+
+/* A context whose engine failed (its capture stream could not be made: FAKECUDA_FAIL), destroyed, then a
+ * context given its handle (FAKECUDA_REUSE_CONTEXTS): the new context gets an engine of its own and
+ * replays. (The failed engine was not marked ended before: the new context found it by the handle and
+ * ran plain, and its slot could never be taken over.) */
+static void t_failed_ctx_end(void)
+{
+    for (int life = 0; life < 2; life++) {
+        made_begin();
+        for (int r = 0; r < ROUNDS; r++) {
+            pattern(s1, r);
+            CK(cuStreamSynchronize(s1));
+            observe(life * ROUNDS + r, P2, OBS * 4);
+        }
+        made_end(0);
+    }
 }
 
 /* A context destroyed right after its engine's CUPTI learning window opened (run with the stand-in CUPTI:
@@ -2185,6 +2203,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ctx_end_window")) t_ctx_end_window();
     else if (!strcmp(n, "reset_keeps_made")) t_primary_end_keeps_made(0);
     else if (!strcmp(n, "release_keeps_made")) t_primary_end_keeps_made(1);
+    else if (!strcmp(n, "failed_ctx_end")) t_failed_ctx_end();
     else if (!strcmp(n, "nccl_kernel")) t_nccl_kernel();
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();

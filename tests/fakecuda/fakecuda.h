@@ -39,8 +39,9 @@
  *   graph launch, host functions) report API entry and exit to it under their real callback ids, and
  *   every kernel run (eager or from a graph) is reported with its CLOCK_MONOTONIC start and end and the
  *   correlation id of the call that launched it (for a graph's kernel, the cuGraphLaunch).
- * - Failure injection for tests of error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes the
- *   entry point `name` (its ABI name) return CUDA_ERROR_UNKNOWN, doing nothing, from its n-th call on.
+ * - Failure injection for tests of error paths: FAKECUDA_FAIL=name[:n[-m]][,name[:n[-m]]...] makes
+ *   the entry point `name` (its ABI name) return CUDA_ERROR_UNKNOWN, doing nothing, from its n-th call
+ *   on (up to its m-th, where given).
  * - Host costs: every kernel launch, memset and copy call spins FAKECUDA_LAUNCH_NS on the calling
  *   thread (default 2000), every graph launch FAKECUDA_GRAPH_NS (default 3000): about what a real
  *   driver costs the host, so that graphs of several launches pay on the fake as they do on a GPU (the

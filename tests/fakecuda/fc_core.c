@@ -4,6 +4,7 @@
 #include "fc_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,7 @@ void fc_host_alloc_wait(void)
 /* Parsed once (under the fake's lock): up to 8 entries of FAKECUDA_FAIL. */
 static struct {
     char name[64];
-    unsigned long from, calls;
+    unsigned long from, to, calls;
 } fc_fail[8];
 static int fc_nfail = -1;
 
@@ -139,8 +140,9 @@ int fc_inject(const char *func)
             size_t len = strcspn(s, ",");
             char item[96];
             snprintf(item, sizeof item, "%.*s", (int)len, s);
-            char *colon = strchr(item, ':');
-            fc_fail[fc_nfail].from = colon ? strtoul(colon + 1, NULL, 10) : 1;
+            char *colon = strchr(item, ':'), *dash = NULL;
+            fc_fail[fc_nfail].from = colon ? strtoul(colon + 1, &dash, 10) : 1;
+            fc_fail[fc_nfail].to = dash && *dash == '-' ? strtoul(dash + 1, NULL, 10) : ULONG_MAX;
             if (colon)
                 *colon = '\0';
             snprintf(fc_fail[fc_nfail].name, sizeof fc_fail[0].name, "%.63s", item);
@@ -150,7 +152,7 @@ int fc_inject(const char *func)
     }
     for (int i = 0; i < fc_nfail; i++)
         if (strcmp(fc_fail[i].name, func) == 0)
-            return ++fc_fail[i].calls >= fc_fail[i].from;
+            return ++fc_fail[i].calls >= fc_fail[i].from && fc_fail[i].calls <= fc_fail[i].to;
     return 0;
 }
 

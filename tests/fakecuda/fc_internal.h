@@ -252,9 +252,9 @@ void fc_dev_wait(void);
 /* core */
 CUresult fc_enter(int need_ctx);
 void fc_leave(void);
-/* Failure injection for tests of the shim's error paths: FAKECUDA_FAIL=name[:n][,name[:n]...] makes
- * the entry point `name` return CUDA_ERROR_UNKNOWN (doing nothing) from its n-th call on (n = 1 when
- * omitted). */
+/* Failure injection for tests of the shim's error paths: FAKECUDA_FAIL=name[:n[-m]][,...] makes the
+ * entry point `name` return CUDA_ERROR_UNKNOWN (doing nothing) from its n-th call on (n = 1 when
+ * omitted), up to its m-th where given. */
 int fc_inject(const char *func);
 /* The body of every entry point. One the real driver reports to CUPTI names its callback id (cbid
  * nonzero) and reports entry and exit to the stand-in libcupti, outside the lock: the subscriber's
