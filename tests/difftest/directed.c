@@ -1420,10 +1420,11 @@ static void t_primary_end_keeps_made(int how)
 /* A context whose engine failed (its capture stream could not be made: FAKECUDA_FAIL), destroyed, then a
  * context given its handle (FAKECUDA_REUSE_CONTEXTS): the new context gets an engine of its own and
  * replays. (The failed engine was not marked ended before: the new context found it by the handle and
- * ran plain, and its slot could never be taken over.) */
+ * ran plain, and its slot could never be taken over.) 18 contexts in turn: the 17th takes the failed
+ * engine's slot over (the first ended one), the 18th the next. */
 static void t_failed_ctx_end(void)
 {
-    for (int life = 0; life < 2; life++) {
+    for (int life = 0; life < 18; life++) {
         made_begin();
         for (int r = 0; r < ROUNDS; r++) {
             pattern(s1, r);
