@@ -3734,6 +3734,13 @@ static int visit_live(int i)
     return E.ready && !E.ctx_ended && (!E.disabled || E.failed);
 }
 
+/* Whether the context call id names (cuCtxDestroy: ctx; a primary context's release or reset: that of
+ * device dev) may be the context of the engine in use: before the call and after it alike. */
+static int names_context(ag_id_t id, CUcontext ctx, CUdevice dev)
+{
+    return id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : on_primary(dev);
+}
+
 void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
     /* (not before a release, which ends the context only where it was the last reference: a program may
@@ -3742,9 +3749,7 @@ void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
         return;
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
-        int ending = 0;
-        if (visit_live(i))
-            ending = id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : on_primary(dev);
+        int ending = visit_live(i) && names_context(id, ctx, dev);
         unvisit();
         if (ending)
             ag_layouts_forget_engine((unsigned)i);
@@ -3762,19 +3767,15 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
     struct engine *prev = eng;
     int active = -1; /* the primary context's state, asked once */
     for (int i = 0, n = engine_count(); i < n; i++) {
-        if (visit_live(i)) {
-            int ended = 0;
-            if (id == AG_ID_cuCtxDestroy_v2) {
-                ended = ctx == E.ctx;
-            } else if (on_primary(dev)) {
+        if (visit_live(i) && names_context(id, ctx, dev)) {
+            if (id != AG_ID_cuCtxDestroy_v2) {
                 unsigned flags = 0;
                 if (id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset)
                     active = 0;
                 else if (active < 0 && ag_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
                     active = 0; /* cannot tell: as if it ended */
-                ended = !active;
             }
-            if (ended) {
+            if (id == AG_ID_cuCtxDestroy_v2 || !active) {
                 E.disabled = 1;
                 __atomic_store_n(&E.ctx_ended, 1, __ATOMIC_RELAXED);
                 __atomic_store_n(&E.ctx, NULL, __ATOMIC_RELAXED); /* never found again */

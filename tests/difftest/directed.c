@@ -127,6 +127,13 @@ static void observe(int r, const void *p, size_t n)
     printf("%s %d %016llx\n", g_name, r, (unsigned long long)S.hash);
     fflush(stdout);
 }
+/* One round of the pattern on s1, synced, its result seen as observation `seen`. */
+static void synced_round(int r, int seen)
+{
+    pattern(s1, r);
+    CK(cuStreamSynchronize(s1));
+    observe(seen, P2, OBS * 4);
+}
 static void publish(CUstream s) { CK(cuMemcpyDtoHAsync(P, Y, OBS * 4, s)); }
 static void observe_both(int r)
 {
@@ -306,9 +313,7 @@ static void t_pause_capture(void)
     CK(cuStreamCreate(&sc, CU_STREAM_NON_BLOCKING));
     for (int phase = 0; phase < 3; phase++) {
         for (int r = 0; r < ROUNDS; r++) {
-            pattern(s1, r);
-            CK(cuStreamSynchronize(s1));
-            observe(phase * (ROUNDS + 1) + r, P2, OBS * 4);
+            synced_round(r, phase * (ROUNDS + 1) + r);
         }
         if (phase == 2)
             break;
@@ -828,9 +833,7 @@ static void t_unload_others(int how)
             own_load(how, &owner, &g, "dt_addto");
             reloaded = g == old;
         }
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
         reload_round(g, r);
     }
     own_unload(how, owner);
@@ -909,9 +912,7 @@ static void t_stream_capture(void)
         observe(ROUNDS + 1 + k, h, sizeof(h));
     }
     for (int r = 0; r < 4; r++) { /* eager again after the application's capture */
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(ROUNDS + 4 + r, P2, OBS * 4);
+        synced_round(r, ROUNDS + 4 + r);
     }
     CK(cuGraphExecDestroy(ge));
     CK(cuGraphDestroy(g));
@@ -1060,9 +1061,7 @@ static void t_capture_race(void)
 static void t_exit_nosync(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
     }
     for (int r = 0; r < 3; r++) pattern(s1, ROUNDS + r);
     CK(cuLaunchHostFunc(s1, host_fn, NULL));
@@ -1190,9 +1189,7 @@ static void t_unload_libfn_ctx(void)
             CK(cuCtxSetCurrent(ctx_a));
             reloaded = g == old;
         }
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
         CK(cuCtxSetCurrent(ctx_b));
         reload_round_on(sb, W, WB, pb, g, r);
         CK(cuCtxSetCurrent(ctx_a));
@@ -1401,17 +1398,13 @@ static void t_primary_end_keeps_made(int how)
     CUdevice dev;
     CK(cuCtxGetDevice(&dev));
     for (int r = 0; r < 3; r++) { /* the primary context's engine, first */
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
     }
     made_begin();
     for (int r = 0; r < ROUNDS; r++) {
         if (r == ROUNDS / 2)
             CK(how ? cuDevicePrimaryCtxRelease(dev) : cuDevicePrimaryCtxReset(dev)); /* made one current */
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
     }
     CK(cuDevicePrimaryCtxRetain(&MD.primary, dev)); /* for the checks at the end */
     made_end(0);
@@ -1427,9 +1420,7 @@ static void t_failed_ctx_end(void)
     for (int life = 0; life < 18; life++) {
         made_begin();
         for (int r = 0; r < ROUNDS; r++) {
-            pattern(s1, r);
-            CK(cuStreamSynchronize(s1));
-            observe(life * ROUNDS + r, P2, OBS * 4);
+            synced_round(r, life * ROUNDS + r);
         }
         made_end(0);
     }
@@ -1447,9 +1438,7 @@ static void t_ctx_end_window(void)
         if (r == 2)
             made_end(200000000); /* past the wait the shim keeps between two windows (32 times one's cost: 20
                                   * ms was not past it on a loaded machine, 3 runs in 6) */
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
     }
 }
 
@@ -1635,9 +1624,7 @@ static void t_capture_staging(void)
         for (int i = 0; i < N; i++) in[i] = (float)((i + r) % 23) * 0.0625f;
         pthread_barrier_wait(&cs_go);
         CK(cuMemcpyHtoDAsync(X, in, sizeof in, s1)); /* pageable: staged where it is held */
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
         pthread_barrier_wait(&cs_done);
     }
     end_second_context(th, cs_ctx, cs_s);
@@ -2074,9 +2061,7 @@ static void t_interop_barriers(void)
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
-        pattern(s1, r);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
+        synced_round(r, r);
     }
     /* the same launches with a bad configuration: the error comes back from that very call */
     int n = N;
