@@ -2012,7 +2012,11 @@ static void t_interop_barriers(void)
         CK(step(s1, X, 0.125f));
         CK(cuStreamSynchronize(s1));
     }
-    enum { NCALLS = 15 };
+    CUevent cev;
+    CUcontext cctx;
+    CK(cuEventCreate(&cev, CU_EVENT_DISABLE_TIMING));
+    CK(cuCtxGetCurrent(&cctx));
+    enum { NCALLS = 21 };
     for (int c = 0; c < NCALLS; c++) {
         for (int r = 0; r < 4; r++) {
             fakecuda_stats_t st0, st1;
@@ -2042,6 +2046,15 @@ static void t_interop_barriers(void)
                 /* a held launch is checked against the limits it was made under: a change of a context
                  * limit or of a kernel's attribute goes after it */
                 case 13: rc = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 2048 + (size_t)r); break;
+                /* a discard of managed memory goes after the kernels that read it */
+                case 14: rc = cuMemDiscardBatchAsync(NULL, NULL, 0, 0, s1); break;
+                case 15: rc = cuMemDiscardAndPrefetchBatchAsync(NULL, NULL, 0, NULL, NULL, 0, 0, s1); break;
+                /* a context-wide record takes in the work launched before it; a context-wide wait holds
+                 * back only the work launched after it */
+                case 16: rc = cuCtxRecordEvent(cctx, cev); break;
+                case 17: rc = cuCtxWaitEvent(cctx, cev); break;
+                case 18: rc = cuGreenCtxRecordEvent(NULL, cev); break;
+                case 19: rc = cuGreenCtxWaitEvent(NULL, cev); break;
                 default:
                     rc = cuFuncSetAttribute(f_step, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024 * (c + r));
                     break;
@@ -2056,6 +2069,7 @@ static void t_interop_barriers(void)
         }
     }
     CK(cuDestroyExternalSemaphore(sem));
+    CK(cuEventDestroy(cev));
 }
 
 static void t_launch_error(void)

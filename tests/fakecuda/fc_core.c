@@ -556,15 +556,20 @@ CUresult cuCtxGetDevice(CUdevice *d) { FC_API(1, fc_ctx_device(d)); }
 static CUresult fc_ctx_sync(void)
 {
     fc_g.stats.syncs++;
-    CUresult r = CUDA_SUCCESS;
     /* Synchronizing the device while anything captures breaks the capture, as in CUDA. */
+    CUresult r = fc_captures_break();
+    return r ? r : fc_sync_all();
+}
+
+CUresult fc_captures_break(void)
+{
+    CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < fc_g.ncaps; i++)
         if (fc_g.caps[i]->active) {
             fc_capture_invalidate(fc_g.caps[i]);
             r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
-    if (r) return r;
-    return fc_sync_all();
+    return r;
 }
 CUresult cuCtxSynchronize(void) { FC_TRACED(cuCtxSynchronize, 1, fc_ctx_sync()); }
 

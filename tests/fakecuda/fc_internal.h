@@ -345,6 +345,8 @@ CUresult fc_capture_op(fc_stream *s, fc_op *op);
 CUresult fc_capture_event_record(fc_stream *s, fc_event *e, int external);
 CUresult fc_capture_wait_event(fc_stream *s, fc_event *e, int external);
 void fc_capture_invalidate(fc_capture *c);
+/* Every capture under way is invalidated: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED where there was one. */
+CUresult fc_captures_break(void);
 CUresult fc_capture_unsafe_check(void);
 
 #endif

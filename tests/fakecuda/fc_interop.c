@@ -157,6 +157,36 @@ FC_STREAM_ONLY(cuMemMapArrayAsync, (CUarrayMapInfo *m, unsigned int c, CUstream 
 /* managed memory is not modeled: attaching any range is refused */
 FC_STREAM_ONLY(cuStreamAttachMemAsync, (CUstream s, CUdeviceptr p, size_t n, unsigned int f), s,
                CUDA_ERROR_INVALID_VALUE)
+/* nor is discarding it (the driver refuses where a device lacks concurrent managed access) */
+FC_STREAM_ONLY(cuMemDiscardBatchAsync, (CUdeviceptr *d, size_t *n, size_t c, unsigned long long f, CUstream s), s,
+               CUDA_ERROR_NOT_SUPPORTED)
+FC_STREAM_ONLY(cuMemDiscardAndPrefetchBatchAsync,
+               (CUdeviceptr *d, size_t *n, size_t c, CUmemLocation *l, size_t *li, size_t nl, unsigned long long f,
+                CUstream s),
+               s, CUDA_ERROR_NOT_SUPPORTED)
+
+/* ---- context-wide event records and waits ---- */
+/* A record takes in the work the context has at the call (the fake runs it now, so the event is complete),
+ * a wait holds back the context's later work until the event's work is done (the fake runs that now).
+ * Either breaks a capture under way, as in CUDA, and answers that it did. */
+static CUresult fc_ctx_event(CUcontext c, CUevent he, int wait)
+{
+    fc_event *e = (fc_event *)he;
+    if (!fc_obj_valid(c, FC_OBJ_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!fc_event_valid(e, wait ? "cuCtxWaitEvent" : "cuCtxRecordEvent")) return CUDA_ERROR_INVALID_HANDLE;
+    if (!wait && e->ctx != (fc_ctx *)c) return CUDA_ERROR_INVALID_HANDLE; /* of another context */
+    CUresult r = fc_captures_break();
+    if (r) return r;
+    if (wait) return e->recorded && !fc_event_done(e) ? fc_sync_stream(e->rs, e->rseq) : CUDA_SUCCESS;
+    r = fc_sync_all();
+    e->recorded = 0, e->cap = NULL; /* nothing left to wait for */
+    return r;
+}
+CUresult cuCtxRecordEvent(CUcontext c, CUevent e) { FC_API(1, fc_ctx_event(c, e, 0)); }
+CUresult cuCtxWaitEvent(CUcontext c, CUevent e) { FC_API(1, fc_ctx_event(c, e, 1)); }
+/* the fake makes no green contexts */
+CUresult cuGreenCtxRecordEvent(CUgreenCtx c, CUevent e) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
+CUresult cuGreenCtxWaitEvent(CUgreenCtx c, CUevent e) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
 
 CUresult cuArrayDestroy(CUarray a) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
