@@ -12,6 +12,20 @@
 
 #include "graph.h"
 
+/* Our captures hold it shared from their start to their end; a context-wide event call of the program
+ * holds it alone around its driver call (ag_capture_gate_close). */
+static pthread_rwlock_t capture_gate = PTHREAD_RWLOCK_INITIALIZER;
+
+void ag_capture_gate_close(void)
+{
+    pthread_rwlock_wrlock(&capture_gate);
+}
+
+void ag_capture_gate_open(void)
+{
+    pthread_rwlock_unlock(&capture_gate);
+}
+
 /* Pageable host-to-device sources are snapshotted into pinned staging buffers, used in turn; a buffer is
  * reused only after the work that reads it has run (events recorded after each issue, per stream). */
 #define STAGE_BUFS 4
@@ -598,6 +612,7 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
     int timed = AG_LOG_ON(AG_LOG_DEBUG); /* the build's phases, at debug level */
     uint64_t t_cap = timed ? ag_now_ns() : 0, t_mem = 0, t_inst = 0, t_params = 0;
     ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
+    pthread_rwlock_rdlock(&capture_gate); /* no context-wide event call meanwhile */
     CUresult r = REAL(cuStreamBeginCapture_v2)(G.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
     int began = r == CUDA_SUCCESS, ok = began;
     if (ok && ns > 1) {
@@ -664,6 +679,7 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
             r = re;
         }
     }
+    pthread_rwlock_unlock(&capture_gate);
     ag_guard--;
     if (!ok || !g->graph) {
         ag_log(AG_LOG_DEBUG, "capturing a chunk of %u operations failed (CUDA error %d)", n, (int)r);

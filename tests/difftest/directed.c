@@ -2072,6 +2072,43 @@ static void t_interop_barriers(void)
     CK(cuEventDestroy(cev));
 }
 
+/* A context-wide event record from a second thread while the shim learns the first thread's rounds and
+ * builds their graphs: CUDA fails such a call, and breaks the capture, where any stream of the context
+ * captures, so no build of ours may capture while it runs. The fake holds the call (after the shim's
+ * barrier) until a capture begins, and that capture open until the call has looked; the shim's capture gate
+ * keeps its builds out meanwhile, and the call ends without meeting one (rc 0, as in the plain run). */
+static CUcontext cec_ctx;
+static CUevent cec_ev;
+static CUresult cec_rc;
+static void *cec_thread(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(cec_ctx));
+    cec_rc = cuCtxRecordEvent(cec_ctx, cec_ev);
+    return NULL;
+}
+static void t_ctx_event_capture(void)
+{
+    CK(cuCtxGetCurrent(&cec_ctx));
+    CK(cuEventCreate(&cec_ev, CU_EVENT_DISABLE_TIMING));
+    fakecuda_ctx_event_await_capture(1500);
+    pthread_t t;
+    if (pthread_create(&t, NULL, cec_thread, NULL) != 0) {
+        fprintf(stderr, "directed: no thread\n");
+        exit(1);
+    }
+    for (int i = 0; i < 50000 && !fakecuda_ctx_event_awaiting(); i++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    for (int r = 0; r < ROUNDS; r++)
+        synced_round(r, r);
+    pthread_join(t, NULL);
+    long line[1] = {(long)cec_rc};
+    observe(ROUNDS, line, sizeof(line));
+    CK(cuEventDestroy(cec_ev));
+}
+
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -2208,6 +2245,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "tex_destroy")) t_tex_destroy();
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
     else if (!strcmp(n, "interop_barriers")) t_interop_barriers();
+    else if (!strcmp(n, "ctx_event_capture")) t_ctx_event_capture();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;

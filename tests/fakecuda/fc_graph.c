@@ -591,7 +591,16 @@ static CUresult fc_begin_capture(CUstream hs, int ptds, CUgraph hg, const CUgrap
 #undef cuStreamBeginCapture /* the v1 ABI (no mode) is exported too */
 CUresult cuStreamBeginCapture(CUstream s) { FC_API(1, fc_begin_capture(s, FC_LEGACY, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL)); }
 CUresult cuStreamBeginCapture_ptsz(CUstream s) { FC_API(1, fc_begin_capture(s, FC_PTDS, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL)); }
-CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { FC_API(1, fc_begin_capture(s, FC_LEGACY, NULL, NULL, 0, m)); }
+static CUresult fc_begin_capture_v2(CUstream s, CUstreamCaptureMode m)
+{
+    FC_API_FOR("cuStreamBeginCapture_v2", 1, fc_begin_capture(s, FC_LEGACY, NULL, NULL, 0, m));
+}
+CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
+{
+    CUresult r = fc_begin_capture_v2(s, m);
+    if (r == CUDA_SUCCESS) fc_capture_began();
+    return r;
+}
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m) { FC_API(1, fc_begin_capture(s, FC_PTDS, NULL, NULL, 0, m)); }
 CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *d, const CUgraphEdgeData *ed, size_t nd, CUstreamCaptureMode m)
 {

@@ -261,13 +261,13 @@ int fc_inject(const char *func);
  * callback may call the driver. The call's correlation id is current on the thread only between the
  * two reports, so calls the callbacks make (nested on the thread) stamp their own ids, and the outer
  * one is back when they return; an untraced entry point makes 0 current. */
-#define FC_API_AS_(cbid, name, need_ctx, expr)                                                     \
+#define FC_API_INJ_(cbid, name, func, need_ctx, expr)                                              \
     do {                                                                                           \
         uint32_t fc_corr_ = (cbid) ? fc_cupti_api(cbid, name, 0) : 0;                              \
         uint32_t fc_outer_ = fc_tl_correlation;                                                    \
         fc_tl_correlation = fc_corr_;                                                              \
         CUresult fc_r_ = fc_enter(need_ctx);                                                       \
-        if (fc_r_ == CUDA_SUCCESS && fc_inject(__func__)) fc_r_ = CUDA_ERROR_UNKNOWN;              \
+        if (fc_r_ == CUDA_SUCCESS && fc_inject(func)) fc_r_ = CUDA_ERROR_UNKNOWN;                  \
         else if (fc_r_ == CUDA_SUCCESS) fc_r_ = (expr);                                            \
         fc_leave();                                                                                \
         fc_dev_wait();                                                                             \
@@ -275,7 +275,11 @@ int fc_inject(const char *func);
         if (cbid) fc_cupti_api(cbid, name, 1);                                                     \
         return fc_r_;                                                                              \
     } while (0)
+#define FC_API_AS_(cbid, name, need_ctx, expr) FC_API_INJ_(cbid, name, __func__, need_ctx, expr)
 #define FC_API(need_ctx, expr) FC_API_AS_(0, "", need_ctx, expr)
+/* The body of a helper that does the driver's part of entry point func (FAKECUDA_FAIL names func), where
+ * the entry point does more outside the lock. */
+#define FC_API_FOR(func, need_ctx, expr) FC_API_INJ_(0, "", func, need_ctx, expr)
 /* The entry points CUPTI traces (launches, copies, memsets, syncs and queries, event record and wait,
  * graph launch, host functions): name is the ABI name, which is also its callback id's name. */
 #define FC_TRACED(name, need_ctx, expr) FC_API_AS_(CUPTI_DRIVER_TRACE_CBID_##name, #name, need_ctx, expr)
@@ -347,6 +351,9 @@ CUresult fc_capture_wait_event(fc_stream *s, fc_event *e, int external);
 void fc_capture_invalidate(fc_capture *c);
 /* Every capture under way is invalidated: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED where there was one. */
 CUresult fc_captures_break(void);
+/* A capture began (after its begin call, outside the fake's lock): where a context-wide event call waits
+ * for one (fakecuda_ctx_event_await_capture), it stays under way until that call has looked. */
+void fc_capture_began(void);
 CUresult fc_capture_unsafe_check(void);
 
 #endif

@@ -4,7 +4,10 @@
  * compare; the other API's side reads and sets it with fakecuda_semaphore_*), and the remaining entry
  * points the shim treats as barriers, implemented as far as a test needs to call them: they check their
  * stream and handles and refuse what the fake does not model. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "fc_internal.h"
 
@@ -182,8 +185,87 @@ static CUresult fc_ctx_event(CUcontext c, CUevent he, int wait)
     e->recorded = 0, e->cap = NULL; /* nothing left to wait for */
     return r;
 }
-CUresult cuCtxRecordEvent(CUcontext c, CUevent e) { FC_API(1, fc_ctx_event(c, e, 0)); }
-CUresult cuCtxWaitEvent(CUcontext c, CUevent e) { FC_API(1, fc_ctx_event(c, e, 1)); }
+
+/* A test's rendezvous (fakecuda_ctx_event_await_capture): the next context-wide event call waits, before
+ * it takes the fake's lock, for a capture to begin, and a capture that begins meanwhile stays under way
+ * until that call has looked. Its own lock: the waits happen outside the fake's. */
+static pthread_mutex_t aw_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t aw_cv = PTHREAD_COND_INITIALIZER;
+static unsigned aw_ms;      /* armed: how long the next call waits */
+static int aw_waiting, aw_began;
+
+static void aw_wait(const int *until_clear, const int *until_set, unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    while ((until_clear ? *until_clear : !*until_set) && pthread_cond_timedwait(&aw_cv, &aw_mu, &t) != ETIMEDOUT)
+        ;
+}
+
+void fakecuda_ctx_event_await_capture(unsigned ms)
+{
+    pthread_mutex_lock(&aw_mu);
+    aw_ms = ms;
+    pthread_mutex_unlock(&aw_mu);
+}
+
+int fakecuda_ctx_event_awaiting(void)
+{
+    pthread_mutex_lock(&aw_mu);
+    int w = aw_waiting;
+    pthread_mutex_unlock(&aw_mu);
+    return w;
+}
+
+static void aw_before(void)
+{
+    pthread_mutex_lock(&aw_mu);
+    if (aw_ms) {
+        unsigned ms = aw_ms;
+        aw_ms = 0, aw_waiting = 1, aw_began = 0;
+        pthread_cond_broadcast(&aw_cv);
+        aw_wait(NULL, &aw_began, ms);
+    }
+    pthread_mutex_unlock(&aw_mu);
+}
+
+static void aw_after(void)
+{
+    pthread_mutex_lock(&aw_mu);
+    if (aw_waiting) {
+        aw_waiting = 0;
+        pthread_cond_broadcast(&aw_cv);
+    }
+    pthread_mutex_unlock(&aw_mu);
+}
+
+void fc_capture_began(void)
+{
+    pthread_mutex_lock(&aw_mu);
+    if (aw_waiting && !aw_began) {
+        aw_began = 1;
+        pthread_cond_broadcast(&aw_cv);
+        aw_wait(&aw_waiting, NULL, 10000); /* bounded: a call that never comes does not hang the capture */
+    }
+    pthread_mutex_unlock(&aw_mu);
+}
+
+static CUresult fc_ctx_event_api(CUcontext c, CUevent e, int wait)
+{
+    FC_API_FOR(wait ? "cuCtxWaitEvent" : "cuCtxRecordEvent", 1, fc_ctx_event(c, e, wait));
+}
+static CUresult fc_ctx_event_call(CUcontext c, CUevent e, int wait)
+{
+    aw_before();
+    CUresult r = fc_ctx_event_api(c, e, wait);
+    aw_after();
+    return r;
+}
+CUresult cuCtxRecordEvent(CUcontext c, CUevent e) { return fc_ctx_event_call(c, e, 0); }
+CUresult cuCtxWaitEvent(CUcontext c, CUevent e) { return fc_ctx_event_call(c, e, 1); }
 /* the fake makes no green contexts */
 CUresult cuGreenCtxRecordEvent(CUgreenCtx c, CUevent e) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
 CUresult cuGreenCtxWaitEvent(CUgreenCtx c, CUevent e) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }

@@ -1,0 +1,108 @@
+/* ctx_event: a context-wide event record (cuCtxRecordEvent, CUDA 12.5 and later) is each iteration's only
+ * wait. An iteration launches a chain of tiny kernels on the legacy stream, the last of which writes the
+ * chain's first values into page-locked host memory mapped into the device; then it records an event for
+ * the whole context, synchronizes on that event and reads the values straight from host memory (no copy,
+ * no stream sync). The record must take in every launch made before it: a launch that reached the driver
+ * after the record would leave the host reading the iteration before's values, and the checksum, folded
+ * from what the host read in every iteration, would differ. --wait also makes the context wait on the
+ * event (cuCtxWaitEvent) before the next iteration's launches. Exit 2 where the driver has no
+ * cuCtxRecordEvent. Not in `autograph bench`: a test of the library's barriers. */
+#include <cuda.h>
+
+#include "common.h"
+
+#define N 4096
+#define THREADS 256
+#define OBS 64
+
+#include "sample_kernels.cuh"
+
+/* Copies the first OBS values of a into the host's mapped buffer. */
+__global__ void k_publish(float *host, const float *a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < OBS && i < n) host[i] = a[i];
+}
+
+#define CKD(call)                                                                                  \
+  do {                                                                                             \
+    CUresult ckd_ = (call);                                                                        \
+    if (ckd_ != CUDA_SUCCESS) {                                                                    \
+      const char *name_ = NULL;                                                                    \
+      cuGetErrorName(ckd_, &name_);                                                                \
+      fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", __FILE__, __LINE__, #call, name_ ? name_ : "?", \
+              (int)ckd_);                                                                          \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+int main(int argc, char **argv) {
+  ag_args args;
+  long kernels = 40, wait = 0;
+  ag_opt opts[] = {{"--kernels", 'i', &kernels}, {"--wait", 'i', &wait}};
+  ag_parse(argc, argv, &args, 200, opts, 2);
+  ag_graph_unsupported(&args);
+  if (kernels < 1) {
+    fprintf(stderr, "--kernels must be >= 1\n");
+    return 1;
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaFree(0)); /* the primary context, current from here on */
+  CUcontext ctx;
+  CKD(cuCtxGetCurrent(&ctx));
+  CUevent ev;
+  CKD(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CUresult probe = cuCtxRecordEvent(ctx, ev);
+  if (probe == CUDA_ERROR_NOT_SUPPORTED || probe == CUDA_ERROR_NOT_FOUND) {
+    fprintf(stderr, "cuCtxRecordEvent: not supported by this driver\n");
+    return 2;
+  }
+  CKD(probe);
+  CKD(cuEventSynchronize(ev));
+
+  float *a, *b, *host, *host_dev;
+  CK(cudaMalloc(&a, N * sizeof(float)));
+  CK(cudaMalloc(&b, N * sizeof(float)));
+  CK(cudaHostAlloc(&host, OBS * sizeof(float), cudaHostAllocMapped));
+  CK(cudaHostGetDevicePointer(&host_dev, host, 0));
+  float *init = (float *)malloc(N * sizeof(float));
+  if (!init) return 1;
+  ag_fill_uniform(init, N, args.seed, 0.0f, 1.0f);
+  CK(cudaMemcpy(a, init, N * sizeof(float), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b, init, N * sizeof(float), cudaMemcpyHostToDevice));
+  free(init);
+  memset(host, 0, OBS * sizeof(float));
+  CK(cudaDeviceSynchronize());
+
+  const int grid = ag_blocks(N, THREADS);
+  uint64_t h = AG_FNV_INIT;
+  double t0 = ag_now_ms();
+  for (long it = 0; it < args.iters; it++) {
+    ag_loop_mark(it, args.iters);
+    for (long k = 0; k < kernels; k++) {
+      /* a ping-pong chain through a and b that ends in a; the map keeps every value in [0, 1] */
+      float *dst = (k % 2 == 0) ? b : a, *src = (k % 2 == 0) ? a : b;
+      if (k == kernels - 1) dst = a;
+      if (k % 2 == 0)
+        k_logistic<<<grid, THREADS>>>(dst, src, 3.7f + 0.001f * (float)(k % 250), N);
+      else
+        k_mix<<<grid, THREADS>>>(dst, src, b, 0.25f, N);
+    }
+    k_publish<<<1, OBS>>>(host_dev, a, N);
+    CK_LAUNCH();
+    CKD(cuCtxRecordEvent(ctx, ev));
+    CKD(cuEventSynchronize(ev));
+    h = ag_fnv1a(h, host, OBS * sizeof(float)); /* read straight from the mapped memory */
+    if (wait) CKD(cuCtxWaitEvent(ctx, ev));
+  }
+  double ms = ag_now_ms() - t0;
+  CK(cudaDeviceSynchronize());
+  ag_report_loop(ms);
+  h = ag_hash_device(h, a, N * sizeof(float));
+  printf("iterations: %ld, kernels per iteration: %ld\n", args.iters, kernels + 1);
+  ag_print_checksum(h);
+  CKD(cuEventDestroy(ev));
+  CK(cudaFreeHost(host));
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  return 0;
+}
