@@ -693,8 +693,18 @@ static void exec_op(prog_t *p, int idx, int it)
             covered(p);
             break;
         case SY_EVENT:
-            DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
-            cap_hold();
+            /* a quarter of these syncs record the event for the whole context instead (cuCtxRecordEvent,
+             * after the stream's work and the side stream's alike), drawn from the program's seed and the
+             * operation's place, without the generator's draws (the programs stay as they were otherwise) */
+            if ((dt_mix(p->seed, (uint64_t)idx * 131 + 17) & 3) == 0) {
+                CUcontext c;
+                DT_CK(S, cuCtxGetCurrent(&c));
+                cap_hold(); /* like the device-wide sync, it breaks a capture under way */
+                DT_CK(S, cuCtxRecordEvent(c, p->ev_sync));
+            } else {
+                DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
+                cap_hold();
+            }
             DT_CK(S, cuEventSynchronize(p->ev_sync));
             cap_release();
             covered(p);
