@@ -612,7 +612,9 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
     int timed = AG_LOG_ON(AG_LOG_DEBUG); /* the build's phases, at debug level */
     uint64_t t_cap = timed ? ag_now_ns() : 0, t_mem = 0, t_inst = 0, t_params = 0;
     ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
-    pthread_rwlock_rdlock(&capture_gate); /* no context-wide event call meanwhile */
+    /* no context-wide event call meanwhile (a build from within such a call, on the thread that holds the
+     * gate, is refused the lock and goes on: nothing else could hold it then) */
+    int gated = pthread_rwlock_rdlock(&capture_gate) == 0;
     CUresult r = REAL(cuStreamBeginCapture_v2)(G.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
     int began = r == CUDA_SUCCESS, ok = began;
     if (ok && ns > 1) {
@@ -679,7 +681,8 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
             r = re;
         }
     }
-    pthread_rwlock_unlock(&capture_gate);
+    if (gated)
+        pthread_rwlock_unlock(&capture_gate);
     ag_guard--;
     if (!ok || !g->graph) {
         ag_log(AG_LOG_DEBUG, "capturing a chunk of %u operations failed (CUDA error %d)", n, (int)r);
