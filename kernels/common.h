@@ -25,6 +25,20 @@
     }                                                                                              \
   } while (0)
 
+/* A driver API call's check, for the samples that include cuda.h and link libcuda (exit 1 on failure). */
+#define CU(call)                                                                                   \
+  do {                                                                                             \
+    CUresult cu_r_ = (call);                                                                       \
+    if (cu_r_ != CUDA_SUCCESS) {                                                                   \
+      const char *cu_name_ = "?", *cu_desc_ = "?";                                                 \
+      cuGetErrorName(cu_r_, &cu_name_);                                                            \
+      cuGetErrorString(cu_r_, &cu_desc_);                                                          \
+      fprintf(stderr, "%s:%d: %s failed: %s (%s, %d)\n", __FILE__, __LINE__, #call, cu_desc_,       \
+              cu_name_, (int)cu_r_);                                                               \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
 /* Launch errors (bad configuration) are reported by cudaGetLastError; asynchronous faults surface at
  * the next synchronizing call, which is checked too. */
 #define CK_LAUNCH() CK(cudaGetLastError())

@@ -23,18 +23,6 @@ __global__ void k_publish(float *host, const float *a, int n) {
   if (i < OBS && i < n) host[i] = a[i];
 }
 
-#define CKD(call)                                                                                  \
-  do {                                                                                             \
-    CUresult ckd_ = (call);                                                                        \
-    if (ckd_ != CUDA_SUCCESS) {                                                                    \
-      const char *name_ = NULL;                                                                    \
-      cuGetErrorName(ckd_, &name_);                                                                \
-      fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", __FILE__, __LINE__, #call, name_ ? name_ : "?", \
-              (int)ckd_);                                                                          \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
 int main(int argc, char **argv) {
   ag_args args;
   long kernels = 40, wait = 0;
@@ -48,16 +36,16 @@ int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
   CK(cudaFree(0)); /* the primary context, current from here on */
   CUcontext ctx;
-  CKD(cuCtxGetCurrent(&ctx));
+  CU(cuCtxGetCurrent(&ctx));
   CUevent ev;
-  CKD(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
   CUresult probe = cuCtxRecordEvent(ctx, ev);
   if (probe == CUDA_ERROR_NOT_SUPPORTED || probe == CUDA_ERROR_NOT_FOUND) {
     fprintf(stderr, "cuCtxRecordEvent: not supported by this driver\n");
     return 2;
   }
-  CKD(probe);
-  CKD(cuEventSynchronize(ev));
+  CU(probe);
+  CU(cuEventSynchronize(ev));
 
   float *a, *b, *host, *host_dev;
   CK(cudaMalloc(&a, N * sizeof(float)));
@@ -89,10 +77,10 @@ int main(int argc, char **argv) {
     }
     k_publish<<<1, OBS>>>(host_dev, a, N);
     CK_LAUNCH();
-    CKD(cuCtxRecordEvent(ctx, ev));
-    CKD(cuEventSynchronize(ev));
+    CU(cuCtxRecordEvent(ctx, ev));
+    CU(cuEventSynchronize(ev));
     h = ag_fnv1a(h, host, OBS * sizeof(float)); /* read straight from the mapped memory */
-    if (wait) CKD(cuCtxWaitEvent(ctx, ev));
+    if (wait) CU(cuCtxWaitEvent(ctx, ev));
   }
   double ms = ag_now_ms() - t0;
   CK(cudaDeviceSynchronize());
@@ -100,7 +88,7 @@ int main(int argc, char **argv) {
   h = ag_hash_device(h, a, N * sizeof(float));
   printf("iterations: %ld, kernels per iteration: %ld\n", args.iters, kernels + 1);
   ag_print_checksum(h);
-  CKD(cuEventDestroy(ev));
+  CU(cuEventDestroy(ev));
   CK(cudaFreeHost(host));
   CK(cudaFree(a));
   CK(cudaFree(b));

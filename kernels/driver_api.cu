@@ -24,19 +24,6 @@
 #define N 4096
 #define THREADS 256
 
-#define CU(call)                                                                                   \
-  do {                                                                                             \
-    CUresult cu_r_ = (call);                                                                       \
-    if (cu_r_ != CUDA_SUCCESS) {                                                                   \
-      const char *cu_name_ = "?", *cu_desc_ = "?";                                                 \
-      cuGetErrorName(cu_r_, &cu_name_);                                                            \
-      cuGetErrorString(cu_r_, &cu_desc_);                                                          \
-      fprintf(stderr, "%s:%d: %s failed: %s (%s, %d)\n", __FILE__, __LINE__, #call, cu_desc_,       \
-              cu_name_, (int)cu_r_);                                                               \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
 /* Packed argument buffers for `extra`: laid out exactly like the kernels' parameters (natural
  * alignment, no tail padding), which the static_asserts pin down. */
 typedef struct {
