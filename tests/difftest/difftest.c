@@ -737,7 +737,17 @@ static void exec_op(prog_t *p, int idx, int it)
         if (p->handoff) DT_CK(S, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)); /* in the side stream's context */
         DT_CK(S, cuEventRecord(ev, p->s_side));
         side_ctx(p, 0);
-        DT_CK(S, cuStreamWaitEvent(p->s_main, ev, 0));
+        if ((dt_mix(p->seed, (uint64_t)idx * 131 + 29) & 7) == 0) {
+            /* an eighth of the joins make the whole context wait (cuCtxWaitEvent: the side stream's later
+             * work too), drawn as the context-wide records are */
+            CUcontext c;
+            DT_CK(S, cuCtxGetCurrent(&c));
+            cap_hold(); /* it breaks a capture under way */
+            DT_CK(S, cuCtxWaitEvent(c, ev));
+            cap_release();
+        } else {
+            DT_CK(S, cuStreamWaitEvent(p->s_main, ev, 0));
+        }
         if (p->handoff) DT_CK(S, cuEventDestroy(ev));
         if (p->fork_ev) DT_CK(S, cuEventDestroy(p->fork_ev)); /* handoff 2 */
         p->fork_ev = NULL;
