@@ -697,10 +697,8 @@ static void exec_op(prog_t *p, int idx, int it)
              * after the stream's work and the side stream's alike), drawn from the program's seed and the
              * operation's place, without the generator's draws (the programs stay as they were otherwise) */
             if ((dt_mix(p->seed, (uint64_t)idx * 131 + 17) & 3) == 0) {
-                CUcontext c;
-                DT_CK(S, cuCtxGetCurrent(&c));
                 cap_hold(); /* like the device-wide sync, it breaks a capture under way */
-                DT_CK(S, cuCtxRecordEvent(c, p->ev_sync));
+                DT_CK(S, cuCtxRecordEvent(p->ctx, p->ev_sync));
             } else {
                 DT_CK(S, cuEventRecord(p->ev_sync, p->s_main));
                 cap_hold();
@@ -740,10 +738,8 @@ static void exec_op(prog_t *p, int idx, int it)
         if ((dt_mix(p->seed, (uint64_t)idx * 131 + 29) & 7) == 0) {
             /* an eighth of the joins make the whole context wait (cuCtxWaitEvent: the side stream's later
              * work too), drawn as the context-wide records are */
-            CUcontext c;
-            DT_CK(S, cuCtxGetCurrent(&c));
             cap_hold(); /* it breaks a capture under way */
-            DT_CK(S, cuCtxWaitEvent(c, ev));
+            DT_CK(S, cuCtxWaitEvent(p->ctx, ev));
             cap_release();
         } else {
             DT_CK(S, cuStreamWaitEvent(p->s_main, ev, 0));

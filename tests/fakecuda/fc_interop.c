@@ -192,16 +192,17 @@ static CUresult fc_ctx_event(CUcontext c, CUevent he, int wait)
 static pthread_mutex_t aw_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t aw_cv = PTHREAD_COND_INITIALIZER;
 static unsigned aw_ms;      /* armed: how long the next call waits */
-static int aw_waiting, aw_began;
+static int aw_waiting, aw_no_capture; /* a call waits; it has met no capture yet */
 
-static void aw_wait(const int *until_clear, const int *until_set, unsigned ms)
+/* Waits (aw_mu held) while *flag is set, at most ms. */
+static void aw_wait_while(const int *flag, unsigned ms)
 {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     t.tv_sec += ms / 1000;
     t.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
-    while ((until_clear ? *until_clear : !*until_set) && pthread_cond_timedwait(&aw_cv, &aw_mu, &t) != ETIMEDOUT)
+    while (*flag && pthread_cond_timedwait(&aw_cv, &aw_mu, &t) != ETIMEDOUT)
         ;
 }
 
@@ -225,9 +226,9 @@ static void aw_before(void)
     pthread_mutex_lock(&aw_mu);
     if (aw_ms) {
         unsigned ms = aw_ms;
-        aw_ms = 0, aw_waiting = 1, aw_began = 0;
+        aw_ms = 0, aw_waiting = 1, aw_no_capture = 1;
         pthread_cond_broadcast(&aw_cv);
-        aw_wait(NULL, &aw_began, ms);
+        aw_wait_while(&aw_no_capture, ms);
     }
     pthread_mutex_unlock(&aw_mu);
 }
@@ -245,10 +246,10 @@ static void aw_after(void)
 void fc_capture_began(void)
 {
     pthread_mutex_lock(&aw_mu);
-    if (aw_waiting && !aw_began) {
-        aw_began = 1;
+    if (aw_waiting && aw_no_capture) {
+        aw_no_capture = 0;
         pthread_cond_broadcast(&aw_cv);
-        aw_wait(&aw_waiting, NULL, 10000); /* bounded: a call that never comes does not hang the capture */
+        aw_wait_while(&aw_waiting, 10000); /* bounded: a call that never comes does not hang the capture */
     }
     pthread_mutex_unlock(&aw_mu);
 }
