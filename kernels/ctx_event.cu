@@ -5,9 +5,14 @@
  * no stream sync). The record must take in every launch made before it: a launch that reached the driver
  * after the record would leave the host reading the iteration before's values, and the checksum, folded
  * from what the host read in every iteration, would differ. --wait also makes the context wait on the
- * event (cuCtxWaitEvent) before the next iteration's launches. Exit 2 where the driver has no
- * cuCtxRecordEvent. Not in `autograph bench`: a test of the library's barriers. */
+ * event (cuCtxWaitEvent) before the next iteration's launches. --sync-thread 1 adds a second thread that
+ * syncs the whole context (cuCtxSynchronize) and records a context-wide event of its own, over and over,
+ * while the loop runs: CUDA fails either call where a stream of the context captures, so every one of them
+ * must succeed (the program captures nothing; the library's graph builds must keep out of their way), and
+ * the sample exits 3 where one failed. Exit 2 where the driver has no cuCtxRecordEvent. Not in
+ * `autograph bench`: a test of the library's barriers. */
 #include <cuda.h>
+#include <pthread.h>
 
 #include "common.h"
 
@@ -23,11 +28,36 @@ __global__ void k_publish(float *host, const float *a, int n) {
   if (i < OBS && i < n) host[i] = a[i];
 }
 
+/* --sync-thread: the second thread's calls, until `stop`; failures are counted, not fatal. */
+struct syncer {
+  CUcontext ctx;
+  volatile int stop;
+  long calls, failed;
+  CUresult first_error;
+};
+
+static void *sync_thread(void *arg) {
+  struct syncer *s = (struct syncer *)arg;
+  CUevent ev;
+  if (cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS || cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    s->failed++;
+    return NULL;
+  }
+  while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+    CUresult r = (s->calls & 1) ? cuCtxSynchronize() : cuCtxRecordEvent(s->ctx, ev);
+    if (r == CUDA_SUCCESS && !(s->calls & 1)) r = cuEventSynchronize(ev);
+    s->calls++;
+    if (r != CUDA_SUCCESS && !s->failed++) s->first_error = r;
+  }
+  cuEventDestroy(ev);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   ag_args args;
-  long kernels = 40, wait = 0;
-  ag_opt opts[] = {{"--kernels", 'i', &kernels}, {"--wait", 'i', &wait}};
-  ag_parse(argc, argv, &args, 200, opts, 2);
+  long kernels = 40, wait = 0, sync_thread_on = 0;
+  ag_opt opts[] = {{"--kernels", 'i', &kernels}, {"--wait", 'i', &wait}, {"--sync-thread", 'i', &sync_thread_on}};
+  ag_parse(argc, argv, &args, 200, opts, 3);
   ag_graph_unsupported(&args);
   if (kernels < 1) {
     fprintf(stderr, "--kernels must be >= 1\n");
@@ -63,6 +93,12 @@ int main(int argc, char **argv) {
 
   const int grid = ag_blocks(N, THREADS);
   uint64_t h = AG_FNV_INIT;
+  struct syncer syncer = {ctx, 0, 0, 0, CUDA_SUCCESS};
+  pthread_t syncer_thread;
+  if (sync_thread_on && pthread_create(&syncer_thread, NULL, sync_thread, &syncer) != 0) {
+    fprintf(stderr, "no thread for --sync-thread\n");
+    return 1;
+  }
   double t0 = ag_now_ms();
   for (long it = 0; it < args.iters; it++) {
     ag_loop_mark(it, args.iters);
@@ -83,6 +119,14 @@ int main(int argc, char **argv) {
     if (wait) CU(cuCtxWaitEvent(ctx, ev));
   }
   double ms = ag_now_ms() - t0;
+  if (sync_thread_on) {
+    __atomic_store_n(&syncer.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(syncer_thread, NULL);
+    const char *name = "none";
+    if (syncer.failed) cuGetErrorName(syncer.first_error, &name);
+    fprintf(stderr, "sync thread: %ld context-wide calls, %ld failed (first: %s)\n", syncer.calls, syncer.failed,
+            name);
+  }
   CK(cudaDeviceSynchronize());
   ag_report_loop(ms);
   h = ag_hash_device(h, a, N * sizeof(float));
@@ -92,5 +136,5 @@ int main(int argc, char **argv) {
   CK(cudaFreeHost(host));
   CK(cudaFree(a));
   CK(cudaFree(b));
-  return 0;
+  return syncer.failed ? 3 : 0;
 }

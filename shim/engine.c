@@ -5,6 +5,7 @@
  * operations eagerly, in order: deferral stays invisible. The hooks' entry points are at the end. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -35,12 +36,13 @@ enum {
     FB_STALLED,
     FB_WINDOW,
     FB_CACHE_FULL,
+    FB_GAVE_WAY,
     FB_COUNT
 };
 static const char *const fb_names[FB_COUNT] = {"mismatch", "sync_mid_chunk", "other_stream", "undeferrable",
                                                "graph_build_failed", "graph_launch_failed", "graph_patch_failed",
                                                "other_context", "unhooked_call", "stalled",
-                                               "other_window", "graph_cache_full"};
+                                               "other_window", "graph_cache_full", "graph_build_gave_way"};
 
 /* AUTOGRAPH_CUPTI=learn: CUPTI is attached when work repeats that the guard has not watched yet (a
  * chunk seen the second time); a program that never repeats never attaches. Until a first window has
@@ -226,8 +228,8 @@ struct engine {
         ag_graph_t *g; /* where build: NULL until the job built it */
         int patch;  /* 0: a graph just built, nothing to patch */
         int build;  /* the job builds v's graph first (its chunk's second sighting), then launches it */
-        int failed; /* its outcome: FB_CAPTURE_FAILED, FB_PATCH_FAILED or FB_LAUNCH_FAILED (issued eagerly),
-                     * or 0 */
+        int failed; /* its outcome: FB_CAPTURE_FAILED, FB_GAVE_WAY, FB_PATCH_FAILED or FB_LAUNCH_FAILED
+                     * (issued eagerly), or 0 */
         uint32_t lost;     /* of those issued eagerly, the operations the driver refused (issue_graph) */
         CUresult lost_err; /* the first one's error */
         uint32_t kernels;
@@ -1100,9 +1102,10 @@ static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_fre
     return failed;
 }
 
-/* Under the lock: variant v's graph failed (issue_graph's reason, or an issuer's build: FB_CAPTURE_FAILED)
- * and its work ran eagerly. Its exec may hold a mix of old and new arguments now: it is released (a variant
- * whose launch or build failed is never graphed again). */
+/* Under the lock: variant v's graph failed (issue_graph's reason, or an issuer's build: FB_CAPTURE_FAILED,
+ * or FB_GAVE_WAY where it gave way to a context-wide call) and its work ran eagerly. Its exec may hold a mix
+ * of old and new arguments now: it is released (a variant whose launch or build failed is never graphed
+ * again; one whose build gave way is built at a later sighting). */
 static void graph_failed(ag_variant_t *v, int reason)
 {
     E.fallbacks[reason]++;
@@ -1152,10 +1155,10 @@ static void complete(ag_variant_t *v, int may_post)
      * the chunk's launches costs, and a program whose shapes come back only now and then (text generation,
      * batches of many sizes) builds a graph for many of its sightings. */
     if (!g && (window || !post || mode == AG_ISSUER_LAUNCH)) {
-        g = ag_graph_build(&c, v);
-        if (!g) {
-            v->ungraphable = 1;
-            flush_eager(FB_CAPTURE_FAILED);
+        int err = ag_graph_build(&c, v, &g);
+        if (err) {
+            v->ungraphable = err != -EAGAIN; /* (one that gave way is built at a later sighting) */
+            flush_eager(err == -EAGAIN ? FB_GAVE_WAY : FB_CAPTURE_FAILED);
             return;
         }
         v->graph = g;
@@ -1263,10 +1266,10 @@ static void run_job(struct job *j)
     j->build_ns = 0;
     if (j->build) {
         uint64_t t0 = ag_now_ns();
-        j->g = ag_graph_build(&c, j->v);
+        int err = ag_graph_build(&c, j->v, &j->g);
         j->build_ns = ag_now_ns() - t0;
-        if (!j->g) {
-            j->failed = FB_CAPTURE_FAILED;
+        if (err) {
+            j->failed = err == -EAGAIN ? FB_GAVE_WAY : FB_CAPTURE_FAILED;
             j->lost = reissue(j->ops, j->n, j->arena, j->frees, j->nfrees, &j->lost_err);
             took[2] = ag_now_ns() - t0 - j->build_ns;
         }
@@ -4239,6 +4242,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"distant_event_queries\": {\"passed\": %llu, \"not_ready\": %llu},\n"
                "    \"async_frees_held\": %llu,\n    \"async_frees_released_for_memory\": %llu,\n"
                "    \"async_allocations_tracked\": %zu,\n    \"stall_flushes\": %llu,\n"
+               "    \"capture_fence_waits\": %llu,\n"
                "    \"host_ms\": {\"graph_build\": %.3f, \"patch\": %.3f, \"graph_launch\": %.3f, "
                "\"eager_reissue\": %.3f, \"blocking_copy_wait\": %.3f},\n",
             (unsigned long long)t.deferred, (unsigned long long)t.replayed, (unsigned long long)gs.built, gs.live, gs.mem,
@@ -4271,7 +4275,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.old_event_passed, (unsigned long long)t.distant_passed,
             (unsigned long long)t.distant_not_ready,
             (unsigned long long)t.frees_held, (unsigned long long)t.frees_oom_released, t.async_ptrs,
-            (unsigned long long)t.stalls,
+            (unsigned long long)t.stalls, (unsigned long long)ag_capture_fence_waits(),
             (double)t.build_ns / 1e6, (double)t.patch_ns / 1e6,
             (double)t.launch_ns / 1e6, (double)t.reissue_ns / 1e6, (double)t.copy_wait_ns / 1e6);
     /* where a held-back launch's time goes (from other samples than host_ns_per_match: compare their sum) */

@@ -5,6 +5,7 @@
  * (engine.c), or on the engine's issuer thread while it holds a job (the engine's other threads leave
  * the graphs alone until the job is settled); nothing here waits for the GPU. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,18 +13,61 @@
 
 #include "graph.h"
 
-/* Our captures hold it shared from their start to their end; a context-wide event call of the program
- * holds it alone around its driver call (ag_capture_gate_close). */
-static pthread_rwlock_t capture_gate = PTHREAD_RWLOCK_INITIALIZER;
+/* The capture fence. CUDA fails a context-wide sync, event record or event wait, and breaks the capture,
+ * wherever a stream of the context captures, whatever the capture's mode. While such a call of the program
+ * is in the driver (between ag_capture_fence_enter and _leave), no build of ours begins a capture: it gives
+ * way and its chunk runs eagerly (a build never waits for such a call, which may itself wait for the GPU,
+ * and that for a thread the build would hold up); the call first waits for the captures under way to end
+ * (a build's capture takes tens of microseconds to a few milliseconds, and waits for nothing of the
+ * program's). Each side counts itself in before it looks at the other's count (sequentially consistent),
+ * so one of the two always sees the other. Process-wide: the fake driver breaks every context's captures
+ * at such a call, and CUDA is said to break those of the whole device. */
+static atomic_uint fence_calls; /* the program's context-wide calls in the driver */
+static atomic_uint fence_captures; /* our captures under way (and builds about to begin one) */
+static pthread_mutex_t fence_mu = PTHREAD_MUTEX_INITIALIZER; /* a leaf: only for the calls' wait */
+static pthread_cond_t fence_cv = PTHREAD_COND_INITIALIZER;
+static atomic_ullong fence_waits; /* calls that waited for a capture of ours to end */
 
-void ag_capture_gate_close(void)
+void ag_capture_fence_enter(void)
 {
-    pthread_rwlock_wrlock(&capture_gate);
+    atomic_fetch_add(&fence_calls, 1);
+    if (!atomic_load(&fence_captures))
+        return;
+    atomic_fetch_add_explicit(&fence_waits, 1, memory_order_relaxed);
+    pthread_mutex_lock(&fence_mu);
+    while (atomic_load(&fence_captures))
+        pthread_cond_wait(&fence_cv, &fence_mu);
+    pthread_mutex_unlock(&fence_mu);
 }
 
-void ag_capture_gate_open(void)
+void ag_capture_fence_leave(void)
 {
-    pthread_rwlock_unlock(&capture_gate);
+    atomic_fetch_sub(&fence_calls, 1);
+}
+
+/* A capture of ours ends (or gives way before it began): a call waiting for it is woken. */
+static void fence_capture_end(void)
+{
+    if (atomic_fetch_sub(&fence_captures, 1) == 1 && atomic_load(&fence_calls)) {
+        pthread_mutex_lock(&fence_mu);
+        pthread_cond_broadcast(&fence_cv);
+        pthread_mutex_unlock(&fence_mu);
+    }
+}
+
+/* 1: a capture may begin (fence_capture_end after it); 0: a context-wide call is in the driver. */
+static int fence_capture_begin(void)
+{
+    atomic_fetch_add(&fence_captures, 1);
+    if (!atomic_load(&fence_calls))
+        return 1;
+    fence_capture_end();
+    return 0;
+}
+
+uint64_t ag_capture_fence_waits(void)
+{
+    return atomic_load_explicit(&fence_waits, memory_order_relaxed);
 }
 
 /* Pageable host-to-device sources are snapshotted into pinned staging buffers, used in turn; a buffer is
@@ -555,12 +599,14 @@ static CUresult legacy_edges(const ag_graph_t *g, int k, uint32_t *dirty, uint32
 }
 
 /* Captures the pending operations into a graph on the private stream (ag_graph_build, in the relaxed
- * capture mode). */
-static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
+ * capture mode): *out, 0; -EAGAIN where it gave way to a context-wide call (the capture fence), -EIO where
+ * CUDA refused it or memory ran out. */
+static int build(const ag_chunk_t *c, ag_variant_t *v, ag_graph_t **out)
 {
+    int err = -EIO;
     ag_graph_t *g = calloc(1, sizeof *g);
     if (!g)
-        return NULL;
+        return err;
     uint32_t n = c->n;
     g->n = n;
     g->owner = v;
@@ -611,10 +657,12 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
      * record of this chunk is an edge of the graph. */
     int timed = AG_LOG_ON(AG_LOG_DEBUG); /* the build's phases, at debug level */
     uint64_t t_cap = timed ? ag_now_ns() : 0, t_mem = 0, t_inst = 0, t_params = 0;
+    if (!fence_capture_begin()) { /* a context-wide call of the program is in the driver */
+        free(sidx);
+        err = -EAGAIN;
+        goto fail;
+    }
     ag_guard++; /* the re-issued launches are not the application's: CUPTI must not count them */
-    /* no context-wide event call meanwhile (a build from within such a call, on the thread that holds the
-     * gate, is refused the lock and goes on: nothing else could hold it then) */
-    int gated = pthread_rwlock_rdlock(&capture_gate) == 0;
     CUresult r = REAL(cuStreamBeginCapture_v2)(G.cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
     int began = r == CUDA_SUCCESS, ok = began;
     if (ok && ns > 1) {
@@ -681,8 +729,7 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
             r = re;
         }
     }
-    if (gated)
-        pthread_rwlock_unlock(&capture_gate);
+    fence_capture_end();
     ag_guard--;
     if (!ok || !g->graph) {
         ag_log(AG_LOG_DEBUG, "capturing a chunk of %u operations failed (CUDA error %d)", n, (int)r);
@@ -722,19 +769,21 @@ static ag_graph_t *build(const ag_chunk_t *c, ag_variant_t *v)
     G.mem += g->mem;
     G.graphs_built++;
     G.mixing_legacy += g->legacy >= 0 && g->nstreams > 1;
-    return g;
+    *out = g;
+    return 0;
 fail:
     g->mem = 0; /* (never counted in the cache's) */
     graph_free(g);
-    return NULL;
+    return err;
 }
 
-ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v)
+int ag_graph_build(const ag_chunk_t *c, ag_variant_t *v, ag_graph_t **out)
 {
     CUstreamCaptureMode mode = ag_relaxed_begin();
-    ag_graph_t *g = build(c, v);
+    *out = NULL;
+    int err = build(c, v, out);
     ag_relaxed_end(mode);
-    return g;
+    return err;
 }
 
 /* New addresses for a 1D copy node: a host side is given by its pointer (non-NULL), a device side by

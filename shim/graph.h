@@ -29,8 +29,10 @@ void ag_graph_use(unsigned engine);
 void ag_graph_retire(void);
 /* Once per engine, for its context: the capture stream and the cache. Returns CUDA's result. */
 CUresult ag_graph_init(CUcontext ctx, uint32_t max_graphs, size_t staging_size);
-/* Captures the chunk's operations into a graph owned by v (and cached); NULL when CUDA refuses. */
-ag_graph_t *ag_graph_build(const ag_chunk_t *c, ag_variant_t *v);
+/* Captures the chunk's operations into a graph owned by v (and cached): *out and 0; -EAGAIN where it gave
+ * way to a context-wide call of the program (the capture fence: it may be built at a later sighting), -EIO
+ * where CUDA refused it (*out NULL then). */
+int ag_graph_build(const ag_chunk_t *c, ag_variant_t *v, ag_graph_t **out);
 /* Whether variant v may have a graph built now: 1 where the cache has room or makes it (evicting a graph
  * used less than v asked for one), 0 where it is full of graphs in use (v's request is counted). */
 int ag_graph_admit(ag_variant_t *v);

@@ -57,7 +57,7 @@ typedef enum {
     AG_KIND_DEVENT, AG_KIND_DD2H, AG_KIND_DFREE,
     AG_KIND_LAUNCH, AG_KIND_COPY, AG_KIND_SET, AG_KIND_SYNC, AG_KIND_EVENT, AG_KIND_STREAM, AG_KIND_HOSTFN,
     AG_KIND_MEMOP, AG_KIND_FREE, AG_KIND_GRAPH, AG_KIND_CAPTURE, AG_KIND_MODULE, AG_KIND_CONTEXT, AG_KIND_IPC,
-    AG_KIND_FATTR, AG_KIND_LIMIT, AG_KIND_PRIMARY, AG_KIND_CTXEVENT
+    AG_KIND_FATTR, AG_KIND_LIMIT, AG_KIND_PRIMARY, AG_KIND_CTXEVENT, AG_KIND_CTXSYNC
 } ag_kind_t;
 #define AG_KIND_IS_LAUNCH(k) ((k) == AG_KIND_DLAUNCH || (k) == AG_KIND_LAUNCH)
 /* The kinds the engine may defer (consecutive in the enum above). */
@@ -352,13 +352,15 @@ void ag_engine_summary(uint64_t *replayed, uint64_t *graphs);
 /* Writes the "replay" member of the statistics JSON (launches: every kernel launch the hooks counted). */
 void ag_engine_stats(FILE *f, uint64_t launches);
 
-/* ---- shim/graph.c: the capture gate. ---- */
-/* A context-wide event record or wait (cuCtxRecordEvent, cuCtxWaitEvent, the green-context forms) breaks
- * a capture under way in its context and fails, whatever the capture's mode: around its driver call no
- * graph build of ours captures (a build waits at its capture's start; the call waits for the captures
- * under way to end). Paired on the calling thread. */
-void ag_capture_gate_close(void);
-void ag_capture_gate_open(void);
+/* ---- shim/graph.c: the capture fence. ---- */
+/* A context-wide sync, event record or event wait (cuCtxSynchronize and its _v2, cuCtxRecordEvent,
+ * cuCtxWaitEvent, the green-context forms) breaks a capture under way in its context and fails, whatever the
+ * capture's mode: around its driver call no graph build of ours captures (a build about to begin gives way,
+ * its chunk runs eagerly; the call waits for the captures under way to end). Paired on the calling thread. */
+void ag_capture_fence_enter(void);
+void ag_capture_fence_leave(void);
+/* Context-wide calls that waited for a capture of ours to end (the statistics). */
+uint64_t ag_capture_fence_waits(void);
 
 /* ---- cupti/observer.c: the CUPTI launch observer. ---- */
 /* Subscribes if AUTOGRAPH_CUPTI asks for it ('learn': warms CUPTI, see observer.c); called after a

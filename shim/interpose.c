@@ -251,10 +251,15 @@
         return r_;                                                                                    \
     }
 #define AG_GEN_IPC AG_BARRIER
-/* A context-wide event record or wait: a barrier, its driver call kept clear of our captures */
+/* A context-wide event record or wait: a barrier, its driver call kept clear of our captures (the capture
+ * fence) */
 #define AG_GEN_CTXEVENT(name, params, args)                                                           \
-    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), ag_capture_gate_close(),  \
-                       ag_capture_gate_open())
+    AG_BARRIER_AROUND_(name, params, args, ag_engine_barrier(AG_ID_##name), ag_capture_fence_enter(), \
+                       ag_capture_fence_leave())
+/* A context-wide sync: an observing barrier (AG_OBSERVING) whose driver call is kept clear of our captures */
+#define AG_GEN_CTXSYNC(name, params, args)                                                            \
+    AG_BARRIER_AROUND_(name, params, args, answer_ = ag_engine_observe(AG_ID_##name, AG_OBS_##name),  \
+                       ag_capture_fence_enter(), ag_capture_fence_leave())
 /* The primary context's retain: passed through, and the context it returned noted for its device, even
  * for the shim's own calls (a reset or last release of the device ends that context only: the engines of
  * contexts the program made on the device go on). */

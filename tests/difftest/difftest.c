@@ -923,7 +923,8 @@ static void *worker(void *arg)
  * Its queries are passive on the fake (they run no work: a query that ran the program's work, or took
  * the NOT_READY answer that FAKECUDA_QUERY_NOT_READY gives a record's first query, would change what the
  * program's own queries answer, which a GPU's progress, not another thread's query, decides); its syncs
- * run the work, so with FAKECUDA_QUERY_NOT_READY it makes none. */
+ * run the work, so with FAKECUDA_QUERY_NOT_READY it makes none. A device-wide sync of its that fails for a
+ * capture under way is an error of the program's (no capture is, but the library's builds). */
 static void *observer(void *arg)
 {
     prog_t *p = arg;
@@ -933,7 +934,7 @@ static void *observer(void *arg)
     }
     fakecuda_thread_passive(1);
     const char *qnr = getenv("FAKECUDA_QUERY_NOT_READY");
-    unsigned kinds = qnr && atoi(qnr) == 1 ? 5 : 9; /* cases 5-8 sync (8 only yields) */
+    unsigned kinds = qnr && atoi(qnr) == 1 ? 5 : 10; /* cases 5-9 sync (9 only yields) */
     uint64_t r = p->seed ^ 0x0b5e7e;
     while (!__atomic_load_n(&p->obs_stop, __ATOMIC_ACQUIRE)) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
@@ -951,6 +952,14 @@ static void *observer(void *arg)
         case 5: (void)cuEventSynchronize(p->ev_join); break;
         case 6: (void)cuStreamSynchronize(p->s_side); break;
         case 7: (void)cuStreamSynchronize(p->s_main); break;
+        case 8: /* a device-wide sync, which CUDA fails beside any capture of the context: beside the library's
+                 * builds too, where they capture meanwhile (the capture fence) */
+            if (cuCtxSynchronize() == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+                fprintf(stderr, "difftest: seed %llu: the observer's cuCtxSynchronize met a capture\n",
+                        (unsigned long long)p->seed);
+                __atomic_add_fetch(&p->sum.errors, 1, __ATOMIC_RELAXED);
+            }
+            break;
         default: sched_yield(); break;
         }
         cap_release();

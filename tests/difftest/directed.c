@@ -2072,32 +2072,38 @@ static void t_interop_barriers(void)
     CK(cuEventDestroy(cev));
 }
 
-/* A context-wide event record from a second thread while the shim learns the first thread's rounds and
- * builds their graphs: CUDA fails such a call, and breaks the capture, where any stream of the context
- * captures, so no build of ours may capture while it runs. The fake holds the call (after the shim's
- * barrier) until a capture begins, and that capture open until the call has looked; the shim's capture gate
- * keeps its builds out meanwhile, and the call ends without meeting one (rc 0, as in the plain run). */
+/* A context-wide call from a second thread while the shim learns the first thread's rounds and builds their
+ * graphs: CUDA fails a context-wide event record, event wait or sync, and breaks the capture, where any
+ * stream of the context captures, whatever the capture's mode, so no build of ours may capture while such a
+ * call is in the driver. The fake holds the call (after the shim's barrier) until a capture begins, and that
+ * capture open until the call has looked; the shim's capture fence has its builds give way meanwhile (their
+ * chunks run eagerly), and the call ends without meeting one (rc 0, as in the plain run). The rounds after
+ * it are graphed as usual. call: 0 cuCtxRecordEvent, 1 cuCtxSynchronize, 2 cuCtxSynchronize_v2. */
 static CUcontext cec_ctx;
 static CUevent cec_ev;
 static CUresult cec_rc;
+static int cec_call;
 static void *cec_thread(void *arg)
 {
     (void)arg;
     CK(cuCtxSetCurrent(cec_ctx));
-    cec_rc = cuCtxRecordEvent(cec_ctx, cec_ev);
+    cec_rc = cec_call == 0 ? cuCtxRecordEvent(cec_ctx, cec_ev)
+             : cec_call == 1 ? cuCtxSynchronize()
+                             : cuCtxSynchronize_v2(cec_ctx);
     return NULL;
 }
-static void t_ctx_event_capture(void)
+static void ctx_wide_capture(int call)
 {
+    cec_call = call;
     CK(cuCtxGetCurrent(&cec_ctx));
     CK(cuEventCreate(&cec_ev, CU_EVENT_DISABLE_TIMING));
-    fakecuda_ctx_event_await_capture(1500);
+    fakecuda_ctx_wide_await_capture(1500);
     pthread_t t;
     if (pthread_create(&t, NULL, cec_thread, NULL) != 0) {
         fprintf(stderr, "directed: no thread\n");
         exit(1);
     }
-    for (int i = 0; i < 50000 && !fakecuda_ctx_event_awaiting(); i++) {
+    for (int i = 0; i < 50000 && !fakecuda_ctx_wide_awaiting(); i++) {
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
@@ -2106,8 +2112,13 @@ static void t_ctx_event_capture(void)
     pthread_join(t, NULL);
     long line[1] = {(long)cec_rc};
     observe(ROUNDS, line, sizeof(line));
+    for (int r = 0; r < ROUNDS; r++)
+        synced_round(r, ROUNDS + 1 + r);
     CK(cuEventDestroy(cec_ev));
 }
+static void t_ctx_event_capture(void) { ctx_wide_capture(0); }
+static void t_ctx_sync_capture(void) { ctx_wide_capture(1); }
+static void t_ctx_sync2_capture(void) { ctx_wide_capture(2); }
 
 static void t_launch_error(void)
 {
@@ -2246,6 +2257,8 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ext_semaphore")) t_ext_semaphore();
     else if (!strcmp(n, "interop_barriers")) t_interop_barriers();
     else if (!strcmp(n, "ctx_event_capture")) t_ctx_event_capture();
+    else if (!strcmp(n, "ctx_sync_capture")) t_ctx_sync_capture();
+    else if (!strcmp(n, "ctx_sync2_capture")) t_ctx_sync2_capture();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;

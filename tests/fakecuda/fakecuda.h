@@ -172,11 +172,12 @@ static inline CUDA_RESOURCE_DESC fakecuda_linear_resource(CUdeviceptr p, size_t 
 unsigned long long fakecuda_semaphore_value(CUexternalSemaphore sem);
 void fakecuda_semaphore_set(CUexternalSemaphore sem, unsigned long long value);
 
-/* Arms a rendezvous: the next cuCtxRecordEvent or cuCtxWaitEvent waits up to ms, before it does anything,
- * for a stream capture to begin (cuStreamBeginCapture_v2), and such a capture stays under way until that
- * call has looked at it; fakecuda_ctx_event_awaiting says whether such a call waits now. */
-void fakecuda_ctx_event_await_capture(unsigned ms);
-int fakecuda_ctx_event_awaiting(void);
+/* Arms a rendezvous: the next context-wide call (cuCtxSynchronize or its _v2, cuCtxRecordEvent,
+ * cuCtxWaitEvent) waits up to ms, before it does anything, for a stream capture to begin
+ * (cuStreamBeginCapture_v2), and such a capture stays under way until that call has looked at it;
+ * fakecuda_ctx_wide_awaiting says whether such a call waits now. */
+void fakecuda_ctx_wide_await_capture(unsigned ms);
+int fakecuda_ctx_wide_awaiting(void);
 
 typedef struct {
     unsigned long long kernels_executed; /* kernels run, eager or from graphs */

@@ -571,7 +571,14 @@ CUresult fc_captures_break(void)
         }
     return r;
 }
-CUresult cuCtxSynchronize(void) { FC_TRACED(cuCtxSynchronize, 1, fc_ctx_sync()); }
+static CUresult fc_ctx_sync_api(void) { FC_TRACED_FOR(cuCtxSynchronize, 1, fc_ctx_sync()); }
+CUresult cuCtxSynchronize(void)
+{
+    fc_ctx_wide_before();
+    CUresult r = fc_ctx_sync_api();
+    fc_ctx_wide_after();
+    return r;
+}
 
 static CUresult fc_ctx_sync2(CUcontext c)
 {
@@ -579,7 +586,14 @@ static CUresult fc_ctx_sync2(CUcontext c)
     if (!c && !fc_cur_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
     return fc_ctx_sync();
 }
-CUresult cuCtxSynchronize_v2(CUcontext c) { FC_TRACED(cuCtxSynchronize_v2, 0, fc_ctx_sync2(c)); }
+static CUresult fc_ctx_sync2_api(CUcontext c) { FC_TRACED_FOR(cuCtxSynchronize_v2, 0, fc_ctx_sync2(c)); }
+CUresult cuCtxSynchronize_v2(CUcontext c)
+{
+    fc_ctx_wide_before();
+    CUresult r = fc_ctx_sync2_api(c);
+    fc_ctx_wide_after();
+    return r;
+}
 
 /* ---- errors ---- */
 #define FC_ERRS(X)                                                                                 \

@@ -283,6 +283,8 @@ int fc_inject(const char *func);
 /* The entry points CUPTI traces (launches, copies, memsets, syncs and queries, event record and wait,
  * graph launch, host functions): name is the ABI name, which is also its callback id's name. */
 #define FC_TRACED(name, need_ctx, expr) FC_API_AS_(CUPTI_DRIVER_TRACE_CBID_##name, #name, need_ctx, expr)
+/* ... in a helper of entry point `name` that does more outside the lock */
+#define FC_TRACED_FOR(name, need_ctx, expr) FC_API_INJ_(CUPTI_DRIVER_TRACE_CBID_##name, #name, #name, need_ctx, expr)
 int fc_obj_register(void *obj, int kind);
 int fc_obj_valid(const void *obj, int kind);
 int fc_event_valid(const void *e, const char *call);
@@ -351,9 +353,13 @@ CUresult fc_capture_wait_event(fc_stream *s, fc_event *e, int external);
 void fc_capture_invalidate(fc_capture *c);
 /* Every capture under way is invalidated: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED where there was one. */
 CUresult fc_captures_break(void);
-/* A capture began (after its begin call, outside the fake's lock): where a context-wide event call waits
- * for one (fakecuda_ctx_event_await_capture), it stays under way until that call has looked. */
+/* A capture began (after its begin call, outside the fake's lock): where a context-wide call waits for one
+ * (fakecuda_ctx_wide_await_capture), it stays under way until that call has looked. */
 void fc_capture_began(void);
+/* Around a context-wide call (cuCtxSynchronize and its _v2, cuCtxRecordEvent, cuCtxWaitEvent), outside the
+ * fake's lock: the test's rendezvous, where armed. */
+void fc_ctx_wide_before(void);
+void fc_ctx_wide_after(void);
 CUresult fc_capture_unsafe_check(void);
 
 #endif

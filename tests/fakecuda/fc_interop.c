@@ -186,13 +186,14 @@ static CUresult fc_ctx_event(CUcontext c, CUevent he, int wait)
     return r;
 }
 
-/* A test's rendezvous (fakecuda_ctx_event_await_capture): the next context-wide event call waits, before
- * it takes the fake's lock, for a capture to begin, and a capture that begins meanwhile stays under way
- * until that call has looked. Its own lock: the waits happen outside the fake's. */
+/* A test's rendezvous (fakecuda_ctx_wide_await_capture): the next context-wide call (a sync, an event
+ * record or wait) waits, before it takes the fake's lock, for a capture to begin, and a capture that begins
+ * meanwhile stays under way until that call has looked. Its own lock: the waits happen outside the fake's. */
 static pthread_mutex_t aw_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t aw_cv = PTHREAD_COND_INITIALIZER;
 static unsigned aw_ms;      /* armed: how long the next call waits */
 static int aw_waiting, aw_no_capture; /* a call waits; it has met no capture yet */
+static _Thread_local int aw_mine; /* this thread's call is the one that waits (others pass untouched) */
 
 /* Waits (aw_mu held) while *flag is set, at most ms. */
 static void aw_wait_while(const int *flag, unsigned ms)
@@ -206,14 +207,14 @@ static void aw_wait_while(const int *flag, unsigned ms)
         ;
 }
 
-void fakecuda_ctx_event_await_capture(unsigned ms)
+void fakecuda_ctx_wide_await_capture(unsigned ms)
 {
     pthread_mutex_lock(&aw_mu);
     aw_ms = ms;
     pthread_mutex_unlock(&aw_mu);
 }
 
-int fakecuda_ctx_event_awaiting(void)
+int fakecuda_ctx_wide_awaiting(void)
 {
     pthread_mutex_lock(&aw_mu);
     int w = aw_waiting;
@@ -221,25 +222,25 @@ int fakecuda_ctx_event_awaiting(void)
     return w;
 }
 
-static void aw_before(void)
+void fc_ctx_wide_before(void)
 {
     pthread_mutex_lock(&aw_mu);
     if (aw_ms) {
         unsigned ms = aw_ms;
-        aw_ms = 0, aw_waiting = 1, aw_no_capture = 1;
+        aw_ms = 0, aw_waiting = 1, aw_no_capture = 1, aw_mine = 1;
         pthread_cond_broadcast(&aw_cv);
         aw_wait_while(&aw_no_capture, ms);
     }
     pthread_mutex_unlock(&aw_mu);
 }
 
-static void aw_after(void)
+void fc_ctx_wide_after(void)
 {
+    if (!aw_mine) return;
+    aw_mine = 0;
     pthread_mutex_lock(&aw_mu);
-    if (aw_waiting) {
-        aw_waiting = 0;
-        pthread_cond_broadcast(&aw_cv);
-    }
+    aw_waiting = 0;
+    pthread_cond_broadcast(&aw_cv);
     pthread_mutex_unlock(&aw_mu);
 }
 
@@ -260,9 +261,9 @@ static CUresult fc_ctx_event_api(CUcontext c, CUevent e, int wait)
 }
 static CUresult fc_ctx_event_call(CUcontext c, CUevent e, int wait)
 {
-    aw_before();
+    fc_ctx_wide_before();
     CUresult r = fc_ctx_event_api(c, e, wait);
-    aw_after();
+    fc_ctx_wide_after();
     return r;
 }
 CUresult cuCtxRecordEvent(CUcontext c, CUevent e) { return fc_ctx_event_call(c, e, 0); }

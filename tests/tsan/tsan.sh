@@ -5,8 +5,8 @@
 # into the same stream (autograd), an observer thread querying held records, two contexts, a thread
 # capturing graphs of its own beside one that launches (difftest.directed.capture_race, capture_staging,
 # capture_window), threads allocating stream-ordered memory at once (async_threads), contexts made and
-# destroyed in two threads (ctx_cycle_threads), a context-wide event record beside the builds
-# (ctx_event_capture), and random programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
+# destroyed in two threads (ctx_cycle_threads), a context-wide event record or sync beside the builds
+# (ctx_event_capture, ctx_sync_capture), and random programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
 # (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
 # on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
 # BUILD_DIR is itself a sanitizer build.
@@ -61,9 +61,11 @@ run bash "$D" "$b" --directed ctx_cycle_threads
 # and while it holds a launch (the capture's barrier slowed by the other context's held work)
 FAKECUDA_HOST_ALLOC_NS=30000000 run bash "$D" "$b" --directed capture_staging
 run bash "$D" "$b" --directed capture_window
-# a second thread's context-wide event record held by the fake until a build of ours captures: the capture
-# gate (a rwlock the builds hold shared, the call alone) between the program's thread and the issuer
+# a second thread's context-wide event record, or sync, held by the fake until a build of ours captures: the
+# capture fence (counts of such calls and of our captures, a wait for the captures under way) between the
+# program's threads and the issuer
 run bash "$D" "$b" --directed ctx_event_capture
+run bash "$D" "$b" --directed ctx_sync_capture
 # a thread of a third context capturing now and then (relaxed mode) beside two contexts' programs
 run bash "$D" "$b" 42000 40 "--capturer --twoctx"
 exit $fail
