@@ -28,7 +28,8 @@ __global__ void k_publish(float *host, const float *a, int n) {
   if (i < OBS && i < n) host[i] = a[i];
 }
 
-/* --sync-thread: the second thread's calls, until `stop`; failures are counted, not fatal. */
+/* --sync-thread: the second thread's calls, 0.3-0.7 ms apart, until `stop`; failures are counted, not
+ * fatal. */
 struct syncer {
   CUcontext ctx;
   volatile int stop;
@@ -48,6 +49,10 @@ static void *sync_thread(void *arg) {
     if (r == CUDA_SUCCESS && !(s->calls & 1)) r = cuEventSynchronize(ev);
     s->calls++;
     if (r != CUDA_SUCCESS && !s->failed++) s->first_error = r;
+    /* a pause between calls: each one issues the loop's held work, and the loop must complete chunks
+     * (and build their graphs) in between for the calls to meet builds at all */
+    struct timespec pause = {0, 300000 + 100000 * (s->calls % 5)};
+    nanosleep(&pause, NULL);
   }
   cuEventDestroy(ev);
   return NULL;
