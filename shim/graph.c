@@ -13,8 +13,9 @@
 
 #include "graph.h"
 
-/* The capture fence. CUDA fails a context-wide sync, event record or event wait, and breaks the capture,
- * wherever a stream of the context captures, whatever the capture's mode. While such a call of the program
+/* The capture fence. CUDA fails a context-wide event record or wait, and breaks the capture, wherever a
+ * stream of the context captures, whatever the capture's mode (cuda.h), and calls a sync of a context or
+ * device invalid while any of its streams captures (the programming guide). While such a call of the program
  * is in the driver (between ag_capture_fence_enter and _leave), no build of ours begins a capture: it gives
  * way and its chunk runs eagerly (a build never waits for such a call, which may itself wait for the GPU,
  * and that for a thread the build would hold up); the call first waits for the captures under way to end
