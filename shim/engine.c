@@ -3886,6 +3886,7 @@ void ag_engine_fork_child(void)
     }
     pthread_mutex_init(&engines_lock, NULL);
     pthread_mutex_init(&reclaim_lock, NULL);
+    ag_capture_fence_fork_child();
     atomic_store(&ctx_query, NULL);
     atomic_store(&ag_engine_on, 0);
 }

@@ -66,6 +66,14 @@ static int fence_capture_begin(void)
     return 0;
 }
 
+void ag_capture_fence_fork_child(void)
+{
+    atomic_store(&fence_calls, 0);
+    atomic_store(&fence_captures, 0);
+    pthread_mutex_init(&fence_mu, NULL);
+    pthread_cond_init(&fence_cv, NULL);
+}
+
 uint64_t ag_capture_fence_waits(void)
 {
     return atomic_load_explicit(&fence_waits, memory_order_relaxed);

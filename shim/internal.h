@@ -361,6 +361,10 @@ void ag_capture_fence_enter(void);
 void ag_capture_fence_leave(void);
 /* Context-wide calls that waited for a capture of ours to end (the statistics). */
 uint64_t ag_capture_fence_waits(void);
+/* In a forked child: no capture of ours, nor any call, is under way there (their threads are the parent's),
+ * so the counts start from zero; else a context-wide call of the child would wait for ever for a capture
+ * the parent had under way at the fork. */
+void ag_capture_fence_fork_child(void);
 
 /* ---- cupti/observer.c: the CUPTI launch observer. ---- */
 /* Subscribes if AUTOGRAPH_CUPTI asks for it ('learn': warms CUPTI, see observer.c); called after a

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dt_common.h"
 #include "fakecuda.h"
@@ -2120,6 +2122,55 @@ static void t_ctx_event_capture(void) { ctx_wide_capture(0); }
 static void t_ctx_sync_capture(void) { ctx_wide_capture(1); }
 static void t_ctx_sync2_capture(void) { ctx_wide_capture(2); }
 
+/* A fork while the issuer thread's graph build captures (held open by the fake; run with chunks of 4
+ * operations, so that a round's chunk is complete at its last launch and the issuer takes it while the
+ * round's thread does host work): the child's device-wide sync must come back (whatever CUDA answers a
+ * forked child), not wait for a capture that only the parent has under way. (A build under the engine
+ * lock, the thread's own, holds the fork back until it ends: the shim's fork handler takes the locks.)
+ * The child exits 0 once its call returned; a hang is cut by an alarm (the exit status differs). In the
+ * plain run nothing captures: the main thread waits out the hold's 1.5 s and forks all the same. */
+static void *fmc_thread(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(g_ctx));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        struct timespec ts = {0, 3000000}; /* host work: the issuer takes the chunk meanwhile */
+        nanosleep(&ts, NULL);
+        CK(cuStreamSynchronize(s1));
+        observe(r, P2, OBS * 4);
+    }
+    return NULL;
+}
+static void t_fork_mid_capture(void)
+{
+    fakecuda_capture_hold(1500);
+    pthread_t t;
+    if (pthread_create(&t, NULL, fmc_thread, NULL) != 0) {
+        fprintf(stderr, "directed: no thread\n");
+        exit(1);
+    }
+    for (int i = 0; i < 15000 && !fakecuda_capture_held(); i++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10);
+        (void)cuCtxSynchronize();
+        _exit(0);
+    }
+    int status = -1;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        status = -1;
+    fakecuda_capture_release();
+    pthread_join(t, NULL);
+    long line[1] = {status == 0 ? 0 : WIFSIGNALED(status) ? 1000 + WTERMSIG(status) : 2000 + status};
+    observe(ROUNDS, line, sizeof(line));
+}
+
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -2259,6 +2310,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ctx_event_capture")) t_ctx_event_capture();
     else if (!strcmp(n, "ctx_sync_capture")) t_ctx_sync_capture();
     else if (!strcmp(n, "ctx_sync2_capture")) t_ctx_sync2_capture();
+    else if (!strcmp(n, "fork_mid_capture")) t_fork_mid_capture();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;

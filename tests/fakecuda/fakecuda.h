@@ -178,6 +178,11 @@ void fakecuda_semaphore_set(CUexternalSemaphore sem, unsigned long long value);
  * fakecuda_ctx_wide_awaiting says whether such a call waits now. */
 void fakecuda_ctx_wide_await_capture(unsigned ms);
 int fakecuda_ctx_wide_awaiting(void);
+/* Arms a hold: the next stream capture to begin stays under way (its cuStreamBeginCapture_v2 returns only
+ * then) until fakecuda_capture_release, or ms at most; fakecuda_capture_held says whether one is held now. */
+void fakecuda_capture_hold(unsigned ms);
+int fakecuda_capture_held(void);
+void fakecuda_capture_release(void);
 
 typedef struct {
     unsigned long long kernels_executed; /* kernels run, eager or from graphs */

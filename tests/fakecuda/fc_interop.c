@@ -244,6 +244,33 @@ void fc_ctx_wide_after(void)
     pthread_mutex_unlock(&aw_mu);
 }
 
+/* fakecuda_capture_hold: armed for the next capture (how long it may be held), and one held now */
+static unsigned ch_ms;
+static int ch_holding;
+
+void fakecuda_capture_hold(unsigned ms)
+{
+    pthread_mutex_lock(&aw_mu);
+    ch_ms = ms;
+    pthread_mutex_unlock(&aw_mu);
+}
+
+int fakecuda_capture_held(void)
+{
+    pthread_mutex_lock(&aw_mu);
+    int h = ch_holding;
+    pthread_mutex_unlock(&aw_mu);
+    return h;
+}
+
+void fakecuda_capture_release(void)
+{
+    pthread_mutex_lock(&aw_mu);
+    ch_holding = 0;
+    pthread_cond_broadcast(&aw_cv);
+    pthread_mutex_unlock(&aw_mu);
+}
+
 void fc_capture_began(void)
 {
     pthread_mutex_lock(&aw_mu);
@@ -251,6 +278,13 @@ void fc_capture_began(void)
         aw_no_capture = 0;
         pthread_cond_broadcast(&aw_cv);
         aw_wait_while(&aw_waiting, 10000); /* bounded: a call that never comes does not hang the capture */
+    }
+    if (ch_ms) {
+        unsigned ms = ch_ms;
+        ch_ms = 0, ch_holding = 1;
+        pthread_cond_broadcast(&aw_cv);
+        aw_wait_while(&ch_holding, ms);
+        ch_holding = 0;
     }
     pthread_mutex_unlock(&aw_mu);
 }
