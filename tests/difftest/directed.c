@@ -2094,21 +2094,28 @@ static void *cec_thread(void *arg)
                              : cuCtxSynchronize_v2(cec_ctx);
     return NULL;
 }
+/* Starts fn on a thread of its own, then waits (0.1 ms at a time, at most ms) until ready() says it has
+ * reached the fake's rendezvous. */
+static pthread_t start_until(void *(*fn)(void *), int (*ready)(void), unsigned ms)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, NULL) != 0) {
+        fprintf(stderr, "directed: no thread\n");
+        exit(1);
+    }
+    for (unsigned i = 0; i < ms * 10 && !ready(); i++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return t;
+}
 static void ctx_wide_capture(int call)
 {
     cec_call = call;
     CK(cuCtxGetCurrent(&cec_ctx));
     CK(cuEventCreate(&cec_ev, CU_EVENT_DISABLE_TIMING));
     fakecuda_ctx_wide_await_capture(1500);
-    pthread_t t;
-    if (pthread_create(&t, NULL, cec_thread, NULL) != 0) {
-        fprintf(stderr, "directed: no thread\n");
-        exit(1);
-    }
-    for (int i = 0; i < 50000 && !fakecuda_ctx_wide_awaiting(); i++) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
+    pthread_t t = start_until(cec_thread, fakecuda_ctx_wide_awaiting, 5000);
     for (int r = 0; r < ROUNDS; r++)
         synced_round(r, r);
     pthread_join(t, NULL);
@@ -2145,15 +2152,7 @@ static void *fmc_thread(void *arg)
 static void t_fork_mid_capture(void)
 {
     fakecuda_capture_hold(1500);
-    pthread_t t;
-    if (pthread_create(&t, NULL, fmc_thread, NULL) != 0) {
-        fprintf(stderr, "directed: no thread\n");
-        exit(1);
-    }
-    for (int i = 0; i < 15000 && !fakecuda_capture_held(); i++) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
+    pthread_t t = start_until(fmc_thread, fakecuda_capture_held, 1500);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();

@@ -191,7 +191,7 @@ static CUresult fc_ctx_event(CUcontext c, CUevent he, int wait)
  * meanwhile stays under way until that call has looked. Its own lock: the waits happen outside the fake's. */
 static pthread_mutex_t aw_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t aw_cv = PTHREAD_COND_INITIALIZER;
-static unsigned aw_ms;      /* armed: how long the next call waits */
+static int aw_ms;          /* armed: how long the next call waits (ms) */
 static int aw_waiting, aw_no_capture; /* a call waits; it has met no capture yet */
 static _Thread_local int aw_mine; /* this thread's call is the one that waits (others pass untouched) */
 
@@ -207,26 +207,30 @@ static void aw_wait_while(const int *flag, unsigned ms)
         ;
 }
 
-void fakecuda_ctx_wide_await_capture(unsigned ms)
+/* One of the rendezvous' words, read or written (and the waiters woken) under its lock. */
+static int aw_load(const int *w)
 {
     pthread_mutex_lock(&aw_mu);
-    aw_ms = ms;
+    int v = *w;
+    pthread_mutex_unlock(&aw_mu);
+    return v;
+}
+static void aw_store(int *w, int v)
+{
+    pthread_mutex_lock(&aw_mu);
+    *w = v;
+    pthread_cond_broadcast(&aw_cv);
     pthread_mutex_unlock(&aw_mu);
 }
 
-int fakecuda_ctx_wide_awaiting(void)
-{
-    pthread_mutex_lock(&aw_mu);
-    int w = aw_waiting;
-    pthread_mutex_unlock(&aw_mu);
-    return w;
-}
+void fakecuda_ctx_wide_await_capture(unsigned ms) { aw_store(&aw_ms, (int)ms); }
+int fakecuda_ctx_wide_awaiting(void) { return aw_load(&aw_waiting); }
 
 void fc_ctx_wide_before(void)
 {
     pthread_mutex_lock(&aw_mu);
     if (aw_ms) {
-        unsigned ms = aw_ms;
+        unsigned ms = (unsigned)aw_ms;
         aw_ms = 0, aw_waiting = 1, aw_no_capture = 1, aw_mine = 1;
         pthread_cond_broadcast(&aw_cv);
         aw_wait_while(&aw_no_capture, ms);
@@ -238,38 +242,15 @@ void fc_ctx_wide_after(void)
 {
     if (!aw_mine) return;
     aw_mine = 0;
-    pthread_mutex_lock(&aw_mu);
-    aw_waiting = 0;
-    pthread_cond_broadcast(&aw_cv);
-    pthread_mutex_unlock(&aw_mu);
+    aw_store(&aw_waiting, 0);
 }
 
 /* fakecuda_capture_hold: armed for the next capture (how long it may be held), and one held now */
-static unsigned ch_ms;
-static int ch_holding;
+static int ch_ms, ch_holding;
 
-void fakecuda_capture_hold(unsigned ms)
-{
-    pthread_mutex_lock(&aw_mu);
-    ch_ms = ms;
-    pthread_mutex_unlock(&aw_mu);
-}
-
-int fakecuda_capture_held(void)
-{
-    pthread_mutex_lock(&aw_mu);
-    int h = ch_holding;
-    pthread_mutex_unlock(&aw_mu);
-    return h;
-}
-
-void fakecuda_capture_release(void)
-{
-    pthread_mutex_lock(&aw_mu);
-    ch_holding = 0;
-    pthread_cond_broadcast(&aw_cv);
-    pthread_mutex_unlock(&aw_mu);
-}
+void fakecuda_capture_hold(unsigned ms) { aw_store(&ch_ms, (int)ms); }
+int fakecuda_capture_held(void) { return aw_load(&ch_holding); }
+void fakecuda_capture_release(void) { aw_store(&ch_holding, 0); }
 
 void fc_capture_began(void)
 {
@@ -280,7 +261,7 @@ void fc_capture_began(void)
         aw_wait_while(&aw_waiting, 10000); /* bounded: a call that never comes does not hang the capture */
     }
     if (ch_ms) {
-        unsigned ms = ch_ms;
+        unsigned ms = (unsigned)ch_ms;
         ch_ms = 0, ch_holding = 1;
         pthread_cond_broadcast(&aw_cv);
         aw_wait_while(&ch_holding, ms);
