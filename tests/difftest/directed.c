@@ -2114,7 +2114,7 @@ static void ctx_wide_capture(int call)
     cec_call = call;
     CK(cuCtxGetCurrent(&cec_ctx));
     CK(cuEventCreate(&cec_ev, CU_EVENT_DISABLE_TIMING));
-    fakecuda_ctx_wide_await_capture(1500);
+    fakecuda_ctx_wide_await_capture(500);
     pthread_t t = start_until(cec_thread, fakecuda_ctx_wide_awaiting, 5000);
     for (int r = 0; r < ROUNDS; r++)
         synced_round(r, r);
@@ -2135,7 +2135,7 @@ static void t_ctx_sync2_capture(void) { ctx_wide_capture(2); }
  * forked child), not wait for a capture that only the parent has under way. (A build under the engine
  * lock, the thread's own, holds the fork back until it ends: the shim's fork handler takes the locks.)
  * The child exits 0 once its call returned; a hang is cut by an alarm (the exit status differs). In the
- * plain run nothing captures: the main thread waits out the hold's 1.5 s and forks all the same. */
+ * plain run nothing captures: the main thread waits out the hold's 0.5 s and forks all the same. */
 static void *fmc_thread(void *arg)
 {
     (void)arg;
@@ -2151,8 +2151,8 @@ static void *fmc_thread(void *arg)
 }
 static void t_fork_mid_capture(void)
 {
-    fakecuda_capture_hold(1500);
-    pthread_t t = start_until(fmc_thread, fakecuda_capture_held, 1500);
+    fakecuda_capture_hold(500);
+    pthread_t t = start_until(fmc_thread, fakecuda_capture_held, 500);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
