@@ -2170,6 +2170,46 @@ static void t_fork_mid_capture(void)
     observe(ROUNDS, line, sizeof(line));
 }
 
+/* A device-wide sync of this thread's context while a build of another context's engine captures (held
+ * open by the fake): nothing of this context's settles that build, so the sync waits in the capture fence
+ * for the capture to end, then succeeds, as in the plain run (rc 0); where it went on, it would break the
+ * capture and fail (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). The other context's thread runs the rounds on
+ * a stream of its own context; this thread launched first (an issuing thread: its sync is a barrier of its
+ * own context only). */
+static CUcontext csw_ctx;
+static CUstream csw_s;
+static void *csw_thread(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(csw_ctx));
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(csw_s, r);
+        CK(cuStreamSynchronize(csw_s));
+        observe(r, P2, OBS * 4);
+    }
+    return NULL;
+}
+static void t_ctx_sync_waits(void)
+{
+    CUcontext cur;
+    CUdevice dev;
+    synced_round(0, -2);
+    CK(cuCtxGetCurrent(&cur));
+    CK(cuCtxGetDevice(&dev));
+    CK(cuCtxCreate(&csw_ctx, NULL, 0, dev));
+    CK(cuStreamCreate(&csw_s, CU_STREAM_NON_BLOCKING));
+    CK(cuCtxSetCurrent(cur));
+    fakecuda_capture_hold(500);
+    pthread_t t = start_until(csw_thread, fakecuda_capture_held, 500);
+    long line[1] = {(long)cuCtxSynchronize()};
+    pthread_join(t, NULL);
+    observe(ROUNDS, line, sizeof(line));
+    CK(cuCtxSetCurrent(csw_ctx));
+    CK(cuStreamDestroy(csw_s));
+    CK(cuCtxSetCurrent(cur));
+    CK(cuCtxDestroy(csw_ctx));
+}
+
 static void t_launch_error(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -2310,6 +2350,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "ctx_sync_capture")) t_ctx_sync_capture();
     else if (!strcmp(n, "ctx_sync2_capture")) t_ctx_sync2_capture();
     else if (!strcmp(n, "fork_mid_capture")) t_fork_mid_capture();
+    else if (!strcmp(n, "ctx_sync_waits")) t_ctx_sync_waits();
     else {
         fprintf(stderr, "directed: unknown test %s\n", n);
         return 2;

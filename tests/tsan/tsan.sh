@@ -6,7 +6,7 @@
 # capturing graphs of its own beside one that launches (difftest.directed.capture_race, capture_staging,
 # capture_window), threads allocating stream-ordered memory at once (async_threads), contexts made and
 # destroyed in two threads (ctx_cycle_threads), a context-wide event record or sync beside the builds
-# (ctx_event_capture, ctx_sync_capture), and random programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
+# (ctx_event_capture, ctx_sync_capture, ctx_sync_waits), and random programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
 # (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
 # on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
 # BUILD_DIR is itself a sanitizer build.
@@ -66,6 +66,8 @@ run bash "$D" "$b" --directed capture_window
 # program's threads and the issuer
 run bash "$D" "$b" --directed ctx_event_capture
 run bash "$D" "$b" --directed ctx_sync_capture
+# a device-wide sync that waits in the fence for another context's capture (the fence's mutex and condition)
+run bash "$D" "$b" --directed ctx_sync_waits
 # a thread of a third context capturing now and then (relaxed mode) beside two contexts' programs
 run bash "$D" "$b" 42000 40 "--capturer --twoctx"
 exit $fail
