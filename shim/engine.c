@@ -1157,7 +1157,8 @@ static void complete(ag_variant_t *v, int may_post)
     if (!g && (window || !post || mode == AG_ISSUER_LAUNCH)) {
         int err = ag_graph_build(&c, v, &g);
         if (err) {
-            v->ungraphable = err != -EAGAIN; /* (one that gave way is built at a later sighting) */
+            if (err != -EAGAIN) /* (one that gave way is built at a later sighting) */
+                v->ungraphable = 1;
             flush_eager(err == -EAGAIN ? FB_GAVE_WAY : FB_CAPTURE_FAILED);
             return;
         }
