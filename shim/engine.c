@@ -1102,6 +1102,13 @@ static int issue_graph(ag_graph_t *g, const ag_chunk_t *c, const struct held_fre
     return failed;
 }
 
+/* The fallback of a build that failed (ag_graph_build's error): one that gave way to a context-wide call, or
+ * one CUDA refused. */
+static int build_fallback(int err)
+{
+    return err == -EAGAIN ? FB_GAVE_WAY : FB_CAPTURE_FAILED;
+}
+
 /* Under the lock: variant v's graph failed (issue_graph's reason, or an issuer's build: FB_CAPTURE_FAILED,
  * or FB_GAVE_WAY where it gave way to a context-wide call) and its work ran eagerly. Its exec may hold a mix
  * of old and new arguments now: it is released (a variant whose launch or build failed is never graphed
@@ -1159,7 +1166,7 @@ static void complete(ag_variant_t *v, int may_post)
         if (err) {
             if (err != -EAGAIN) /* (one that gave way is built at a later sighting) */
                 v->ungraphable = 1;
-            flush_eager(err == -EAGAIN ? FB_GAVE_WAY : FB_CAPTURE_FAILED);
+            flush_eager(build_fallback(err));
             return;
         }
         v->graph = g;
@@ -1270,7 +1277,7 @@ static void run_job(struct job *j)
         int err = ag_graph_build(&c, j->v, &j->g);
         j->build_ns = ag_now_ns() - t0;
         if (err) {
-            j->failed = err == -EAGAIN ? FB_GAVE_WAY : FB_CAPTURE_FAILED;
+            j->failed = build_fallback(err);
             j->lost = reissue(j->ops, j->n, j->arena, j->frees, j->nfrees, &j->lost_err);
             took[2] = ag_now_ns() - t0 - j->build_ns;
         }

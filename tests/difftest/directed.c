@@ -130,12 +130,18 @@ static void observe(int r, const void *p, size_t n)
     fflush(stdout);
 }
 /* One round of the pattern on s1, synced, its result seen as observation `seen`. */
-static void synced_round(int r, int seen)
+/* The same on stream s, with host_ns of the host's own work between the pattern and the sync. */
+static void synced_round_on(CUstream s, int r, int seen, long host_ns)
 {
-    pattern(s1, r);
-    CK(cuStreamSynchronize(s1));
+    pattern(s, r);
+    if (host_ns) {
+        struct timespec ts = {0, host_ns};
+        nanosleep(&ts, NULL);
+    }
+    CK(cuStreamSynchronize(s));
     observe(seen, P2, OBS * 4);
 }
+static void synced_round(int r, int seen) { synced_round_on(s1, r, seen, 0); }
 static void publish(CUstream s) { CK(cuMemcpyDtoHAsync(P, Y, OBS * 4, s)); }
 static void observe_both(int r)
 {
@@ -2140,13 +2146,8 @@ static void *fmc_thread(void *arg)
 {
     (void)arg;
     CK(cuCtxSetCurrent(g_ctx));
-    for (int r = 0; r < ROUNDS; r++) {
-        pattern(s1, r);
-        struct timespec ts = {0, 3000000}; /* host work: the issuer takes the chunk meanwhile */
-        nanosleep(&ts, NULL);
-        CK(cuStreamSynchronize(s1));
-        observe(r, P2, OBS * 4);
-    }
+    for (int r = 0; r < ROUNDS; r++)
+        synced_round_on(s1, r, r, 3000000); /* host work: the issuer takes the chunk meanwhile */
     return NULL;
 }
 static void t_fork_mid_capture(void)
@@ -2182,11 +2183,8 @@ static void *csw_thread(void *arg)
 {
     (void)arg;
     CK(cuCtxSetCurrent(csw_ctx));
-    for (int r = 0; r < ROUNDS; r++) {
-        pattern(csw_s, r);
-        CK(cuStreamSynchronize(csw_s));
-        observe(r, P2, OBS * 4);
-    }
+    for (int r = 0; r < ROUNDS; r++)
+        synced_round_on(csw_s, r, r, 0);
     return NULL;
 }
 static void t_ctx_sync_waits(void)

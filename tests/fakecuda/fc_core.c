@@ -572,13 +572,7 @@ CUresult fc_captures_break(void)
     return r;
 }
 static CUresult fc_ctx_sync_api(void) { FC_TRACED_FOR(cuCtxSynchronize, 1, fc_ctx_sync()); }
-CUresult cuCtxSynchronize(void)
-{
-    fc_ctx_wide_before();
-    CUresult r = fc_ctx_sync_api();
-    fc_ctx_wide_after();
-    return r;
-}
+CUresult cuCtxSynchronize(void) { FC_CTX_WIDE(fc_ctx_sync_api()); }
 
 static CUresult fc_ctx_sync2(CUcontext c)
 {
@@ -587,13 +581,7 @@ static CUresult fc_ctx_sync2(CUcontext c)
     return fc_ctx_sync();
 }
 static CUresult fc_ctx_sync2_api(CUcontext c) { FC_TRACED_FOR(cuCtxSynchronize_v2, 0, fc_ctx_sync2(c)); }
-CUresult cuCtxSynchronize_v2(CUcontext c)
-{
-    fc_ctx_wide_before();
-    CUresult r = fc_ctx_sync2_api(c);
-    fc_ctx_wide_after();
-    return r;
-}
+CUresult cuCtxSynchronize_v2(CUcontext c) { FC_CTX_WIDE(fc_ctx_sync2_api(c)); }
 
 /* ---- errors ---- */
 #define FC_ERRS(X)                                                                                 \

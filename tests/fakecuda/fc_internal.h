@@ -361,6 +361,14 @@ void fc_capture_began(void);
  * fake's lock: the test's rendezvous, where armed. */
 void fc_ctx_wide_before(void);
 void fc_ctx_wide_after(void);
+/* The body of a context-wide entry point: expr (its helper's call) inside the rendezvous. */
+#define FC_CTX_WIDE(expr)                                                                          \
+    do {                                                                                           \
+        fc_ctx_wide_before();                                                                      \
+        CUresult fc_w_ = (expr);                                                                   \
+        fc_ctx_wide_after();                                                                       \
+        return fc_w_;                                                                              \
+    } while (0)
 CUresult fc_capture_unsafe_check(void);
 
 #endif

@@ -274,15 +274,8 @@ static CUresult fc_ctx_event_api(CUcontext c, CUevent e, int wait)
 {
     FC_API_FOR(wait ? "cuCtxWaitEvent" : "cuCtxRecordEvent", 1, fc_ctx_event(c, e, wait));
 }
-static CUresult fc_ctx_event_call(CUcontext c, CUevent e, int wait)
-{
-    fc_ctx_wide_before();
-    CUresult r = fc_ctx_event_api(c, e, wait);
-    fc_ctx_wide_after();
-    return r;
-}
-CUresult cuCtxRecordEvent(CUcontext c, CUevent e) { return fc_ctx_event_call(c, e, 0); }
-CUresult cuCtxWaitEvent(CUcontext c, CUevent e) { return fc_ctx_event_call(c, e, 1); }
+CUresult cuCtxRecordEvent(CUcontext c, CUevent e) { FC_CTX_WIDE(fc_ctx_event_api(c, e, 0)); }
+CUresult cuCtxWaitEvent(CUcontext c, CUevent e) { FC_CTX_WIDE(fc_ctx_event_api(c, e, 1)); }
 /* the fake makes no green contexts */
 CUresult cuGreenCtxRecordEvent(CUgreenCtx c, CUevent e) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
 CUresult cuGreenCtxWaitEvent(CUgreenCtx c, CUevent e) { FC_API(1, CUDA_ERROR_INVALID_HANDLE); }
