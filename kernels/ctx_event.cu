@@ -9,7 +9,10 @@
  * syncs the whole context (cuCtxSynchronize) and records a context-wide event of its own, over and over,
  * while the loop runs: CUDA fails either call where a stream of the context captures, so every one of them
  * must succeed (the program captures nothing; the library's graph builds must keep out of their way), and
- * the sample exits 3 where one failed. Exit 2 where the driver has no cuCtxRecordEvent. Not in
+ * the sample exits 3 where one failed. --sync-thread 2 (a diagnostic, tests/gpu/ctx_sync_diag.sh) cycles the
+ * second thread through more calls that wait for or touch the whole context: cuCtxSynchronize,
+ * cuCtxRecordEvent, cuMemAlloc with cuMemFree (the runtime's cudaFree syncs the device) and a sync of the
+ * legacy stream, counting each kind's failures. Exit 2 where the driver has no cuCtxRecordEvent. Not in
  * `autograph bench`: a test of the library's barriers. */
 #include <cuda.h>
 #include <pthread.h>
@@ -28,14 +31,34 @@ __global__ void k_publish(float *host, const float *a, int n) {
   if (i < OBS && i < n) host[i] = a[i];
 }
 
-/* --sync-thread: the second thread's calls, 0.3-0.7 ms apart, until `stop`; failures are counted, not
- * fatal. */
+/* --sync-thread: the second thread's calls, 0.3-0.7 ms apart, until `stop`; failures are counted by kind,
+ * not fatal. Mode 1 alternates kinds 0 and 1; mode 2 cycles through all four. */
+enum { SK_CTX_SYNC, SK_CTX_RECORD, SK_ALLOC_FREE, SK_LEGACY_SYNC, SK_KINDS };
+static const char *const sync_kind_name[SK_KINDS] = {"cuCtxSynchronize", "cuCtxRecordEvent", "cuMemAlloc+cuMemFree",
+                                                     "cuStreamSynchronize(legacy)"};
 struct syncer {
   CUcontext ctx;
+  long mode;
   volatile int stop;
   long calls, failed;
+  long kind_calls[SK_KINDS], kind_failed[SK_KINDS];
   CUresult first_error;
 };
+
+static CUresult sync_call(struct syncer *s, int kind, CUevent ev) {
+  CUresult r;
+  CUdeviceptr p;
+  switch (kind) {
+  case SK_CTX_SYNC: return cuCtxSynchronize();
+  case SK_CTX_RECORD:
+    r = cuCtxRecordEvent(s->ctx, ev);
+    return r == CUDA_SUCCESS ? cuEventSynchronize(ev) : r;
+  case SK_ALLOC_FREE:
+    r = cuMemAlloc(&p, 1 << 20);
+    return r == CUDA_SUCCESS ? cuMemFree(p) : r;
+  default: return cuStreamSynchronize(CU_STREAM_LEGACY);
+  }
+}
 
 static void *sync_thread(void *arg) {
   struct syncer *s = (struct syncer *)arg;
@@ -45,10 +68,14 @@ static void *sync_thread(void *arg) {
     return NULL;
   }
   while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-    CUresult r = (s->calls & 1) ? cuCtxSynchronize() : cuCtxRecordEvent(s->ctx, ev);
-    if (r == CUDA_SUCCESS && !(s->calls & 1)) r = cuEventSynchronize(ev);
+    int kind = s->mode == 2 ? (int)(s->calls % SK_KINDS) : (s->calls & 1) ? (int)SK_CTX_SYNC : (int)SK_CTX_RECORD;
+    CUresult r = sync_call(s, kind, ev);
     s->calls++;
-    if (r != CUDA_SUCCESS && !s->failed++) s->first_error = r;
+    s->kind_calls[kind]++;
+    if (r != CUDA_SUCCESS) {
+      s->kind_failed[kind]++;
+      if (!s->failed++) s->first_error = r;
+    }
     /* a pause between calls: each one issues the loop's held work, and the loop must complete chunks
      * (and build their graphs) in between for the calls to meet builds at all */
     struct timespec pause = {0, 300000 + 100000 * (s->calls % 5)};
@@ -66,6 +93,10 @@ int main(int argc, char **argv) {
   ag_graph_unsupported(&args);
   if (kernels < 1) {
     fprintf(stderr, "--kernels must be >= 1\n");
+    return 1;
+  }
+  if (sync_thread_on < 0 || sync_thread_on > 2) {
+    fprintf(stderr, "--sync-thread must be 0, 1 or 2\n");
     return 1;
   }
   CK(cudaSetDevice(0));
@@ -98,7 +129,7 @@ int main(int argc, char **argv) {
 
   const int grid = ag_blocks(N, THREADS);
   uint64_t h = AG_FNV_INIT;
-  struct syncer syncer = {ctx, 0, 0, 0, CUDA_SUCCESS};
+  struct syncer syncer = {ctx, sync_thread_on, 0, 0, 0, {0}, {0}, CUDA_SUCCESS};
   pthread_t syncer_thread;
   if (sync_thread_on && pthread_create(&syncer_thread, NULL, sync_thread, &syncer) != 0) {
     fprintf(stderr, "no thread for --sync-thread\n");
@@ -131,6 +162,10 @@ int main(int argc, char **argv) {
     if (syncer.failed) cuGetErrorName(syncer.first_error, &name);
     fprintf(stderr, "sync thread: %ld context-wide calls, %ld failed (first: %s)\n", syncer.calls, syncer.failed,
             name);
+    for (int k = 0; k < SK_KINDS; k++)
+      if (syncer.kind_calls[k])
+        fprintf(stderr, "sync thread: %s %ld calls, %ld failed\n", sync_kind_name[k], syncer.kind_calls[k],
+                syncer.kind_failed[k]);
   }
   CK(cudaDeviceSynchronize());
   ag_report_loop(ms);

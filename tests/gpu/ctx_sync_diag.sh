@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Does CUDA fail a context-wide sync or event record of one thread while another thread's launches are being
-# graphed (the library's builds capture in relaxed mode)? Runs the ctx_event sample with --sync-thread 1 (a
-# second thread's cuCtxSynchronize and cuCtxRecordEvent all along; exit 3 where one failed) REPS times
+# graphed (the library's builds capture in relaxed mode)? Runs the ctx_event sample with --sync-thread MODE
+# (default 2: a second thread's cuCtxSynchronize, cuCtxRecordEvent, cuMemAlloc with cuMemFree and sync of
+# the legacy stream all along, each kind's failures counted; 1: the first two only; exit 3 where one
+# failed) REPS times
 # plain, under this tree's library (the capture fence) and under earlier trees' (OLD_SRC: folders holding a
 # git archive each, carried under an ignored path; before the fifty-second session no build kept out of a
 # sync), interleaved. Prints each run's exit code, the second thread's count of calls and failures, and the
 # library's counts of builds that gave way and calls that waited. Not a test; on the GPU machine:
-#   OLD_SRC="build-old/a" bash tests/gpu/ctx_sync_diag.sh [REPS] [ITERS]
+#   OLD_SRC="build-old/a" MODE=2 bash tests/gpu/ctx_sync_diag.sh [REPS] [ITERS]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . tests/gpu/shim_built.sh
-reps=${1:-5} iters=${2:-400}
+reps=${1:-5} iters=${2:-400} mode=${MODE:-2}
 sample=$BUILD/bin/ctx_event
 [ -x "$sample" ] || cmake --build "$BUILD" -j16 --target ctx_event >/tmp/ctx_event-build.log 2>&1 ||
     { tail -20 /tmp/ctx_event-build.log; exit 1; }
@@ -26,9 +28,9 @@ for i in $(seq "$reps"); do
     for k in "${names[@]}"; do
         pre=()
         [ -n "${L[$k]}" ] && pre=(env LD_PRELOAD="${L[$k]}" AUTOGRAPH_STATS="$T/$k.$i.json")
-        "${pre[@]}" "$sample" --iters "$iters" --sync-thread 1 >"$T/$k.$i.out" 2>"$T/$k.$i.err"
+        "${pre[@]}" "$sample" --iters "$iters" --sync-thread "$mode" >"$T/$k.$i.out" 2>"$T/$k.$i.err"
         rc=$?
-        line=$(grep -h "sync thread" "$T/$k.$i.err")
+        line=$(grep -h "sync thread" "$T/$k.$i.err" | sed 's/^sync thread: //' | paste -sd';' -)
         extra=
         [ -f "$T/$k.$i.json" ] && extra=$(python3 - "$T/$k.$i.json" <<'PY'
 import json, sys
