@@ -71,3 +71,18 @@ setup() {
     summary "$OUT" "$SAMPLE/learn"
     replayed_at_least "$OUT" "${MIN_REPLAYED:-0}"
 }
+
+@test "$SAMPLE: a graph cache smaller than the work (AUTOGRAPH_MAX_GRAPHS=2), identical output" {
+    # Only the sample whose batch size changes: its three sizes want more graphs than the cache holds, so
+    # graphs are replaced (cuGraphExecDestroy while the program runs) or builds refused (fallback
+    # graph_cache_full). engine.cache_full covers the policy on fakecuda; this covers real CUDA.
+    [ "$SAMPLE" = shape_change ] || skip "only shape_change"
+    AUTOGRAPH_MAX_GRAPHS=2 run_pair "$OUT" "$BIN/$SAMPLE" --iters 200 --period 3
+    same_output "$OUT"
+    live=$(stat "$OUT/stats.json" replay.graphs_live)
+    evicted=$(stat "$OUT/stats.json" replay.graphs_evicted)
+    refused=$(stat "$OUT/stats.json" replay.graph_builds_refused)
+    echo "# built $(stat "$OUT/stats.json" replay.graphs_built), live $live ($(stat "$OUT/stats.json" replay.graphs_device_bytes) device bytes), evicted $evicted, refused $refused, replayed $(stat "$OUT/stats.json" replay.launches_replayed) of $(stat "$OUT/stats.json" launches)" >&3
+    [ "$live" -le 2 ]
+    [ $((evicted + refused)) -gt 0 ]
+}
