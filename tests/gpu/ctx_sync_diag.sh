@@ -3,10 +3,9 @@
 # graphed (the library's builds capture in relaxed mode)? Runs the ctx_event sample with --sync-thread MODE
 # (default 2: a second thread's cuCtxSynchronize, cuCtxRecordEvent, cuMemAlloc with cuMemFree and sync of
 # the legacy stream all along, each kind's failures counted; 1: the first two only; exit 3 where one
-# failed) REPS times
-# plain, under this tree's library (the capture fence) and under earlier trees' (OLD_SRC: folders holding a
-# git archive each, carried under an ignored path; before the fifty-second session no build kept out of a
-# sync), interleaved. Prints each run's exit code, the second thread's count of calls and failures, and the
+# failed) REPS times plain, under this tree's library (the capture fence) and under earlier trees' (OLD_SRC:
+# folders holding a git archive each, carried under an ignored path; before the fifty-second session no
+# build kept out of a sync), interleaved. Prints each run's exit code, the second thread's count of calls and failures, and the
 # library's counts of builds that gave way and calls that waited. Not a test; on the GPU machine:
 #   OLD_SRC="build-old/a" MODE=2 bash tests/gpu/ctx_sync_diag.sh [REPS] [ITERS]
 set -uo pipefail
