@@ -32,7 +32,7 @@ __global__ void k_publish(float *host, const float *a, int n) {
 }
 
 /* --sync-thread: the second thread's calls, 0.3-0.7 ms apart, until `stop`; failures are counted by kind,
- * not fatal. Mode 1 alternates kinds 0 and 1; mode 2 cycles through all four. */
+ * not fatal. Mode 1 cycles through the first two kinds, mode 2 through all four. */
 enum { SK_CTX_SYNC, SK_CTX_RECORD, SK_ALLOC_FREE, SK_LEGACY_SYNC, SK_KINDS };
 static const char *const sync_kind_name[SK_KINDS] = {"cuCtxSynchronize", "cuCtxRecordEvent", "cuMemAlloc+cuMemFree",
                                                      "cuStreamSynchronize(legacy)"};
@@ -68,7 +68,7 @@ static void *sync_thread(void *arg) {
     return NULL;
   }
   while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-    int kind = s->mode == 2 ? (int)(s->calls % SK_KINDS) : (s->calls & 1) ? (int)SK_CTX_SYNC : (int)SK_CTX_RECORD;
+    int kind = (int)(s->calls % (s->mode == 2 ? SK_KINDS : 2));
     CUresult r = sync_call(s, kind, ev);
     s->calls++;
     s->kind_calls[kind]++;

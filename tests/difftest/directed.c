@@ -129,8 +129,8 @@ static void observe(int r, const void *p, size_t n)
     printf("%s %d %016llx\n", g_name, r, (unsigned long long)S.hash);
     fflush(stdout);
 }
-/* One round of the pattern on s1, synced, its result seen as observation `seen`. */
-/* The same on stream s, with host_ns of the host's own work between the pattern and the sync. */
+/* One round of the pattern on stream s, with host_ns of the host's own work between the pattern and the
+ * sync, synced, its result seen as observation `seen`; synced_round: on s1, no host work. */
 static void synced_round_on(CUstream s, int r, int seen, long host_ns)
 {
     pattern(s, r);
