@@ -6,8 +6,10 @@
 # failed) REPS times plain, under this tree's library (the capture fence) and under earlier trees' (OLD_SRC:
 # folders holding a git archive each, carried under an ignored path; before the fifty-second session no
 # build kept out of a sync), interleaved. Prints each run's exit code, the second thread's count of calls and failures, and the
-# library's counts of builds that gave way and calls that waited. Not a test; on the GPU machine:
-#   OLD_SRC="build-old/a" MODE=2 bash tests/gpu/ctx_sync_diag.sh [REPS] [ITERS]
+# library's counts of builds that gave way and calls that waited. ARGS: more of the sample's options (e.g.
+# "--kernels 2000": captures of a few milliseconds, which the second thread's calls meet); SHIM_ENV: more
+# environment for the library's runs (e.g. "AUTOGRAPH_CHUNK=64"). Not a test; on the GPU machine:
+#   OLD_SRC="build-old/a" MODE=2 ARGS="--kernels 2000" bash tests/gpu/ctx_sync_diag.sh [REPS] [ITERS]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . tests/gpu/shim_built.sh
@@ -26,8 +28,9 @@ done
 for i in $(seq "$reps"); do
     for k in "${names[@]}"; do
         pre=()
-        [ -n "${L[$k]}" ] && pre=(env LD_PRELOAD="${L[$k]}" AUTOGRAPH_STATS="$T/$k.$i.json")
-        "${pre[@]}" "$sample" --iters "$iters" --sync-thread "$mode" >"$T/$k.$i.out" 2>"$T/$k.$i.err"
+        [ -n "${L[$k]}" ] && pre=(env ${SHIM_ENV:-} LD_PRELOAD="${L[$k]}" AUTOGRAPH_STATS="$T/$k.$i.json")
+        # shellcheck disable=SC2086 # ARGS: several words
+        "${pre[@]}" "$sample" --iters "$iters" --sync-thread "$mode" ${ARGS:-} >"$T/$k.$i.out" 2>"$T/$k.$i.err"
         rc=$?
         line=$(grep -h "sync thread" "$T/$k.$i.err" | sed 's/^sync thread: //' | paste -sd';' -)
         extra=
