@@ -31,7 +31,7 @@
 # owngraph, graphed, reduceoverhead, elf_launch, gpu_bound, contexts, unload and part torch with TORCH_REPS=1;
 # and 309 s: eager, pinned, events, amp, compile, cupy, profiler, attention, generate).
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
-# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
+# graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, rules, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
 # build always.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -553,6 +553,20 @@ PY
 fi
 want never_repeat && mark never_repeat "$nr_line"
 
+# CUDA's capture rules on this driver (tests/fakecuda/capture_rules.c): which calls of one thread break another
+# thread's capture, per capture mode; run plain and under the library (the program's own captures: the two
+# tables must be the same), and set beside fakecuda's (tests/fakecuda/capture_rules.expected is this
+# table from a GPU run). A few seconds.
+rules_line=-
+if want rules; then
+    "$BUILD/bin/capture_rules" >"$OUT/rules.txt" 2>&1
+    rules_rc=$?
+    LD_PRELOAD=$PWD/$BUILD/lib/libautograph.so "$BUILD/bin/capture_rules" >"$T/rules_shim.txt" 2>&1
+    LD_LIBRARY_PATH=$PWD/$BUILD/fakecuda "$BUILD/bin/capture_rules" >"$T/rules_fake.txt" 2>&1
+    rules_line="rc $rules_rc, $(wc -l <"$OUT/rules.txt") rows; under the library: $(cmp -s "$OUT/rules.txt" "$T/rules_shim.txt" && echo same || echo DIFFERENT); fakecuda: $(cmp -s "$OUT/rules.txt" "$T/rules_fake.txt" && echo same || echo "$(diff "$OUT/rules.txt" "$T/rules_fake.txt" | grep -c '^<') rows differ")"
+fi
+want rules && mark rules "$rules_line"
+
 # The matched launch on this host's CPU (fakecuda: no GPU in the timing): match_bench, shaped like a PyTorch
 # step, 5 runs each with warm caches and with 2 MB swept between launches (as cold as a PyTorch step),
 # the issuer inline (on fakecuda the issuer's graph launches share the fake's lock with the launches
@@ -641,6 +655,8 @@ echo "launch_bound --graph (its own graphs): $own_line"
 echo "never_repeat, medians of 9: $nr_line"
 echo "matched launch on this host's CPU (match_bench, fakecuda, inline): $match_line"
 echo "launch_bound's plan: $lb_line"
+echo "capture rules (capture_rules: plain, under the library, fakecuda): $rules_line"
+[ -f "$OUT/rules.txt" ] && cat "$OUT/rules.txt"
 echo "two GPUs in one process, steady loop, medians of ${MULTI_REPS:-3}: $multi_line"
 # (parts RUN_PARTS left out have no files)
 echo "CUPTI window costs (launch_bound, AUTOGRAPH_LOG=debug):"

@@ -1,0 +1,212 @@
+/* capture_rules: which calls of one thread CUDA refuses, or lets break the capture, while another thread
+ * captures on a non-blocking stream of the same context: in relaxed mode, as the library's builds capture,
+ * and for comparison in the thread-local and global modes. The calling thread keeps the default (global)
+ * mode, as a program's threads do. Each round: thread A begins a capture on a new non-blocking stream and
+ * captures a memset; thread B makes one call; A asks the capture's status, captures a second memset, ends
+ * the capture, instantiates the graph, launches it and reads what it wrote. A call that has not returned
+ * after 2 s of A's open capture is reported as blocked (A then ends the capture anyway).
+ *
+ * Driver API only, so that one program runs on fakecuda and on the GPU: fakecuda.capture_rules compares the
+ * fake's table with the GPU's (tests/fakecuda/capture_rules.expected, the output of a GPU run; the capture
+ * fence of shim/graph.c covers the calls whose relaxed row breaks the capture). On the GPU machine:
+ *   build-gpu/bin/capture_rules            (the real libcuda.so.1: no LD_LIBRARY_PATH to the fake) */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fakecuda_prog.h"
+
+#define BYTES (1u << 20)
+
+static CUcontext ctx;
+static CUdeviceptr dbuf; /* what the captured memsets write (words 0 and 1) and the copies use */
+static CUdeviceptr dfree; /* a buffer B frees (made anew each round it is gone) */
+static unsigned host[1024]; /* pageable */
+static CUevent ev;
+static CUstream other; /* a non-blocking stream of B's */
+
+static CUresult c_ctx_sync(void) { return cuCtxSynchronize(); }
+static CUresult c_free(void)
+{
+    CUresult r = cuMemFree(dfree);
+    if (r == CUDA_SUCCESS)
+        dfree = 0;
+    return r;
+}
+static CUresult c_alloc(void)
+{
+    CUdeviceptr p;
+    CUresult r = cuMemAlloc(&p, BYTES);
+    return r != CUDA_SUCCESS ? r : cuMemFree(p);
+}
+static CUresult c_host_alloc(void)
+{
+    void *p;
+    CUresult r = cuMemAllocHost(&p, BYTES);
+    return r != CUDA_SUCCESS ? r : cuMemFreeHost(p);
+}
+static CUresult c_host_register(void)
+{
+    CUresult r = cuMemHostRegister(host, sizeof host, 0);
+    return r != CUDA_SUCCESS ? r : cuMemHostUnregister(host);
+}
+static CUresult c_legacy_sync(void) { return cuStreamSynchronize(CU_STREAM_LEGACY); }
+static CUresult c_other_sync(void) { return cuStreamSynchronize(other); }
+static CUresult c_h2d(void) { return cuMemcpyHtoD(dbuf + 4096, host, sizeof host); }
+static CUresult c_d2h(void) { return cuMemcpyDtoH(host, dbuf + 4096, sizeof host); }
+static CUresult c_memset(void) { return cuMemsetD32(dbuf + 4096, 7, 1024); }
+static CUresult c_legacy_memset(void) { return cuMemsetD32Async(dbuf + 8192, 7, 1024, CU_STREAM_LEGACY); }
+static CUresult c_legacy_record(void)
+{
+    CUresult r = cuEventRecord(ev, CU_STREAM_LEGACY);
+    return r != CUDA_SUCCESS ? r : cuEventSynchronize(ev);
+}
+static CUresult c_other_record(void)
+{
+    CUresult r = cuEventRecord(ev, other);
+    return r != CUDA_SUCCESS ? r : cuEventSynchronize(ev);
+}
+static CUresult c_event_query(void) { return cuEventQuery(ev); }
+static CUresult c_legacy_query(void) { return cuStreamQuery(CU_STREAM_LEGACY); }
+static CUresult c_ctx_record(void) { return cuCtxRecordEvent(ctx, ev); }
+static CUresult c_ctx_wait(void) { return cuCtxWaitEvent(ctx, ev); }
+static CUresult c_async_alloc(void)
+{
+    CUdeviceptr p;
+    CUresult r = cuMemAllocAsync(&p, BYTES, CU_STREAM_LEGACY);
+    return r != CUDA_SUCCESS ? r : cuMemFreeAsync(p, CU_STREAM_LEGACY);
+}
+
+static const struct {
+    const char *name;
+    CUresult (*call)(void);
+} calls[] = {
+    {"cuCtxSynchronize", c_ctx_sync},
+    {"cuMemFree", c_free},
+    {"cuMemAlloc+cuMemFree", c_alloc},
+    {"cuMemAllocHost+cuMemFreeHost", c_host_alloc},
+    {"cuMemHostRegister+Unregister", c_host_register},
+    {"cuStreamSynchronize(legacy)", c_legacy_sync},
+    {"cuStreamSynchronize(B's)", c_other_sync},
+    {"cuMemcpyHtoD(pageable)", c_h2d},
+    {"cuMemcpyDtoH(pageable)", c_d2h},
+    {"cuMemsetD32", c_memset},
+    {"cuMemsetD32Async(legacy)", c_legacy_memset},
+    {"cuEventRecord(legacy)+Synchronize", c_legacy_record},
+    {"cuEventRecord(B's)+Synchronize", c_other_record},
+    {"cuEventQuery", c_event_query},
+    {"cuStreamQuery(legacy)", c_legacy_query},
+    {"cuCtxRecordEvent", c_ctx_record},
+    {"cuCtxWaitEvent", c_ctx_wait},
+    {"cuMemAllocAsync+FreeAsync(legacy)", c_async_alloc},
+};
+#define NCALLS (sizeof calls / sizeof calls[0])
+
+static int go, done; /* through __atomic builtins */
+static size_t current;
+static CUresult b_result;
+
+static void *thread_b(void *unused)
+{
+    (void)unused;
+    CK(cuCtxSetCurrent(ctx));
+    while (!__atomic_load_n(&go, __ATOMIC_SEQ_CST))
+        usleep(50);
+    b_result = calls[current].call();
+    __atomic_store_n(&done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static const char *err_name(CUresult r)
+{
+    const char *s = NULL;
+    return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
+}
+
+static const char *status_name(CUstreamCaptureStatus s)
+{
+    return s == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : s == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "none";
+}
+
+/* One round; returns 0, or 1 where the context is left with an error (the rest would mean nothing). */
+static int round_of(size_t i, CUstreamCaptureMode mode, const char *mode_name)
+{
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuMemsetD32(dbuf, 0, 2));
+    if (!dfree)
+        CK(cuMemAlloc(&dfree, BYTES));
+    CK(cuEventRecord(ev, other));
+    CK(cuCtxSynchronize());
+    current = i;
+    __atomic_store_n(&go, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&done, 0, __ATOMIC_SEQ_CST);
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_b, NULL))
+        exit(1);
+    CUstreamCaptureMode keep = mode; /* A's own calls in the capture's mode */
+    CK(cuThreadExchangeStreamCaptureMode(&keep));
+    CUresult begin = cuStreamBeginCapture(s, mode);
+    CUresult first = cuMemsetD32Async(dbuf, 1, 1, s);
+    __atomic_store_n(&go, 1, __ATOMIC_SEQ_CST);
+    uint64_t t0 = fc_prog_now_ns();
+    while (!__atomic_load_n(&done, __ATOMIC_SEQ_CST) && fc_prog_now_ns() - t0 < 2000000000ull)
+        usleep(50);
+    int blocked = !__atomic_load_n(&done, __ATOMIC_SEQ_CST);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult info = cuStreamIsCapturing(s, &st);
+    (void)cuMemsetD32Async(dbuf + 4, 2, 1, s); /* fails where the capture was invalidated */
+    CUgraph g = NULL;
+    CUresult end = cuStreamEndCapture(s, &g);
+    CK(cuThreadExchangeStreamCaptureMode(&keep));
+    pthread_join(t, NULL);
+    const char *graph = "-";
+    if (end == CUDA_SUCCESS && g) {
+        CUgraphExec e = NULL;
+        unsigned v[2] = {0, 0};
+        if (cuGraphInstantiate(&e, g, 0) == CUDA_SUCCESS && cuGraphLaunch(e, s) == CUDA_SUCCESS &&
+            cuStreamSynchronize(s) == CUDA_SUCCESS && cuMemcpyDtoH(v, dbuf, sizeof v) == CUDA_SUCCESS)
+            graph = v[0] == 1 && v[1] == 2 ? "ran, right" : "ran, WRONG";
+        else
+            graph = "failed";
+        if (e)
+            cuGraphExecDestroy(e);
+    }
+    if (g)
+        cuGraphDestroy(g);
+    CUresult after = cuCtxSynchronize();
+    printf("%-12s %-34s B: %-36s%s capture: %-11s end: %-36s graph: %s%s%s\n", mode_name, calls[i].name,
+           err_name(b_result), blocked ? " (blocked until the capture ended)" : "",
+           info == CUDA_SUCCESS ? status_name(st) : err_name(info), err_name(end), graph,
+           begin == CUDA_SUCCESS && first == CUDA_SUCCESS ? "" : " (A's capture did not begin)",
+           after == CUDA_SUCCESS ? "" : " CONTEXT ERROR");
+    fflush(stdout);
+    cuStreamDestroy(s);
+    return after != CUDA_SUCCESS;
+}
+
+int main(void)
+{
+    CUdevice dev;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuMemAlloc(&dbuf, BYTES));
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    static const struct {
+        CUstreamCaptureMode m;
+        const char *name;
+    } modes[] = {{CU_STREAM_CAPTURE_MODE_RELAXED, "relaxed"},
+                 {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "thread-local"},
+                 {CU_STREAM_CAPTURE_MODE_GLOBAL, "global"}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        for (size_t i = 0; i < NCALLS; i++)
+            if (round_of(i, modes[m].m, modes[m].name))
+                return 2;
+    return 0;
+}
