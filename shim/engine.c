@@ -3133,9 +3133,13 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
         r = eager_d2h(c);
     } else {
         /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes
-         * are in the destination, and so do we. */
+         * are in the destination, and so do we. The sync is ours, not the program's: made in the relaxed
+         * mode, since CUDA refuses a stream sync (and breaks the capture) where another thread captures
+         * in the global mode, as it does not refuse the program's blocking copy (capture_rules.expected). */
         uint64_t t0 = ag_now_ns();
+        CUstreamCaptureMode mode = ag_relaxed_begin();
         r = REAL(cuStreamSynchronize)(o.stream);
+        ag_relaxed_end(mode);
         if (r == CUDA_SUCCESS) {
             memcpy(c->dst, stage, c->n);
             atomic_fetch_add_explicit(&E.staged_d2h_bytes, c->n, memory_order_relaxed);

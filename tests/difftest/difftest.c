@@ -254,8 +254,9 @@ static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) *
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_capturer; /* --capturer: a thread of a context of its own captures graphs all along */
 /* Held by the capturing thread from a capture's start to its end, and by the program's threads around each
- * call that a global capture forbids (allocations, frees, event queries and syncs, a device-wide sync: CUDA
- * would refuse it and invalidate the capture): the program's calls stay the same, only their timing moves.
+ * call that a global capture forbids (allocations, frees, event and stream queries and syncs, a device-wide
+ * sync: CUDA would refuse it and invalidate the capture; tests/fakecuda/capture_rules.expected, the GPU's
+ * table): the program's calls stay the same, only their timing moves.
  * The calls the library makes of its own must need no such care. */
 static pthread_mutex_t g_cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static void cap_hold(void)
@@ -596,7 +597,11 @@ static void launch(prog_t *p, const op_t *o, int idx, int it)
 
 static void sync_main(prog_t *p) /* used before legacy-ordered sync calls when main is non-blocking */
 {
-    if (p->main_kind == ST_NONBLOCKING) DT_CK(&p->sum, cuStreamSynchronize(p->s_main));
+    if (p->main_kind != ST_NONBLOCKING)
+        return;
+    cap_hold();
+    DT_CK(&p->sum, cuStreamSynchronize(p->s_main));
+    cap_release();
 }
 
 static void exec_op(prog_t *p, int idx, int it)
@@ -685,7 +690,12 @@ static void exec_op(prog_t *p, int idx, int it)
     }
     case OP_SYNC:
         switch (o->sync_kind) {
-        case SY_STREAM: DT_CK(S, cuStreamSynchronize(p->s_main)); covered(p); break;
+        case SY_STREAM:
+            cap_hold();
+            DT_CK(S, cuStreamSynchronize(p->s_main));
+            cap_release();
+            covered(p);
+            break;
         case SY_CTX:
             cap_hold();
             DT_CK(S, cuCtxSynchronize());
@@ -771,7 +781,9 @@ static void exec_op(prog_t *p, int idx, int it)
         } else {
             if (p->late_free) DT_CK(S, cuMemFreeAsync(p->late_free, p->s_main));
             p->late_free = 0;
+            cap_hold();
             DT_CK(S, cuMemAllocAsync(&t, (size_t)n * 4, p->s_main));
+            cap_release();
         }
         DT_CK(S, cuMemsetD32Async(t, 0, (size_t)n, p->s_main));
         DT_CK(S, cuLaunchKernel(p->fn[K_AXPY], gx, 1, 1, bx, 1, 1, 0, p->s_main, k1, NULL));

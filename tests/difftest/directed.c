@@ -129,6 +129,19 @@ static void observe(int r, const void *p, size_t n)
     printf("%s %d %016llx\n", g_name, r, (unsigned long long)S.hash);
     fflush(stdout);
 }
+/* A global capture of another thread (capture_step) and this program's stream syncs exclude each other:
+ * CUDA refuses a stream sync, and breaks the capture, while another thread captures in the global mode
+ * (tests/fakecuda/capture_rules.expected, the GPU's table), so a valid program makes such a sync wait for
+ * the capture's end, as these do; the library's own calls must need no such care. */
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static CUresult stream_sync(CUstream s)
+{
+    pthread_mutex_lock(&cap_mu);
+    CUresult r = cuStreamSynchronize(s);
+    pthread_mutex_unlock(&cap_mu);
+    return r;
+}
+
 /* One round of the pattern on stream s, with host_ns of the host's own work between the pattern and the
  * sync, synced, its result seen as observation `seen`; synced_round: on s1, no host work. */
 static void synced_round_on(CUstream s, int r, int seen, long host_ns)
@@ -138,7 +151,7 @@ static void synced_round_on(CUstream s, int r, int seen, long host_ns)
         struct timespec ts = {0, host_ns};
         nanosleep(&ts, NULL);
     }
-    CK(cuStreamSynchronize(s));
+    CK(stream_sync(s));
     observe(seen, P2, OBS * 4);
 }
 static void synced_round(int r, int seen) { synced_round_on(s1, r, seen, 0); }
@@ -237,6 +250,69 @@ static void t_d2h_pageable(void)
         CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1)); /* pageable: returns when the copy is done */
         observe(r, h, sizeof(h));
     }
+}
+
+/* The library's own wait for a blocking read beside another thread's global capture: a replayed round ends
+ * in a copy into pageable memory, which the graph writes into a staging buffer that the library copies
+ * out once its stream sync returns. From the eighth round on, the fake holds the next stream sync (the
+ * library's; the plain run makes none) until a second thread of the context begins a global capture, and
+ * that capture open until the sync has looked. CUDA refuses a stream sync made in the thread's global mode
+ * beside another thread's global capture, and breaks the capture, but not the program's blocking copy
+ * (tests/fakecuda/capture_rules.expected): so the library makes its sync in the relaxed mode. Until the
+ * fifty-fourth session it did not: the copy returned 900 and the other thread's capture failed (an error,
+ * and different output). The other thread's captures are not part of the output (none in the plain run);
+ * their errors are. */
+static void sleep_ns(long long ns);
+static int capture_step(dt_sum_t *sum, CUstream s, CUdeviceptr buf, long long hold_ns);
+static CUcontext dgc_ctx;
+static CUstream dgc_s;
+static CUdeviceptr dgc_buf;
+static int dgc_stop, dgc_captures;
+static dt_sum_t dgc_sum = {DT_FNV_OFFSET, 0, 0, "d2h_global_capture"};
+static void *dgc_thread(void *arg)
+{
+    (void)arg;
+    DT_CK(&dgc_sum, cuCtxSetCurrent(dgc_ctx));
+    while (!__atomic_load_n(&dgc_stop, __ATOMIC_ACQUIRE)) {
+        if (!fakecuda_ctx_wide_awaiting()) {
+            sleep_ns(100000);
+            continue;
+        }
+        dgc_captures += capture_step(&dgc_sum, dgc_s, dgc_buf, 0);
+        while (fakecuda_ctx_wide_awaiting()) /* that sync's round is over first */
+            sleep_ns(100000);
+    }
+    return NULL;
+}
+
+static void t_d2h_global_capture(void)
+{
+    float h[OBS];
+    CK(cuCtxGetCurrent(&dgc_ctx));
+    CK(cuStreamCreate(&dgc_s, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&dgc_buf, N * sizeof(float)));
+    CK(cuMemsetD32(dgc_buf, 0, N));
+    pthread_t th;
+    if (pthread_create(&th, NULL, dgc_thread, NULL) != 0) {
+        fprintf(stderr, "directed: no thread\n");
+        exit(1);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        memset(h, 0, sizeof(h));
+        if (r >= 8)
+            fakecuda_stream_sync_await_capture(500);
+        CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1)); /* pageable: returns when the copy is done */
+        fakecuda_stream_sync_await_capture(0); /* (not met in the plain run) */
+        observe(r, h, sizeof(h));
+    }
+    __atomic_store_n(&dgc_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    S.errors += dgc_sum.errors;
+    if (getenv("DT_D2H_CAPTURE_VERBOSE"))
+        fprintf(stderr, "d2h_global_capture: %d captures\n", dgc_captures);
+    CK(cuMemFree(dgc_buf));
+    CK(cuStreamDestroy(dgc_s));
 }
 
 /* A new thread every round does the round's work and a blocking read into pageable memory: the graph
@@ -1011,10 +1087,12 @@ static int capture_step(dt_sum_t *sum, CUstream s, CUdeviceptr buf, long long ho
 {
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
+    pthread_mutex_lock(&cap_mu);
     DT_CK(sum, cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     DT_CK(sum, step(s, buf, 0.5f));
     sleep_ns(hold_ns);
     DT_CK(sum, cuStreamEndCapture(s, &g));
+    pthread_mutex_unlock(&cap_mu);
     if (!g)
         return 0;
     DT_CK(sum, cuGraphInstantiateWithFlags(&ge, g, 0));
@@ -1051,11 +1129,11 @@ static void t_capture_race(void)
         CK(step(s1, X, 0.25f));
         CK(addto(s1, Z, X));
         if (r % 4 == 3) {
-            CK(cuStreamSynchronize(s1));
+            CK(stream_sync(s1));
             observe(r, P2, OBS * 4);
         }
     }
-    CK(cuStreamSynchronize(s1));
+    CK(stream_sync(s1));
     __atomic_store_n(&cr_stop, 1, __ATOMIC_RELEASE);
     if (started)
         pthread_join(th, NULL);
@@ -1709,7 +1787,7 @@ static void t_capture_window(void)
         CK(addto(s1, Y, X)); /* reads what the launch before it wrote */
         CK(step(s1, Y, 0.5f));
         CK(store(s1, P2, Y));
-        CK(cuStreamSynchronize(s1));
+        CK(stream_sync(s1));
         observe(r, P2, OBS * 4);
         pthread_barrier_wait(&cw_done);
     }
@@ -2288,6 +2366,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "memset_sync")) t_overwrite_input(1);
     else if (!strcmp(n, "h2d_pageable_overwrite")) t_overwrite_input(2);
     else if (!strcmp(n, "d2h_pageable")) t_d2h_pageable();
+    else if (!strcmp(n, "d2h_global_capture")) t_d2h_global_capture();
     else if (!strcmp(n, "thread_per_round")) t_thread_per_round();
     else if (!strcmp(n, "memfree")) t_memfree(0);
     else if (!strcmp(n, "memfree_async")) t_memfree(1);

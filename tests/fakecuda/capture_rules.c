@@ -80,6 +80,55 @@ static CUresult c_async_alloc(void)
     return r != CUDA_SUCCESS ? r : cuMemFreeAsync(p, CU_STREAM_LEGACY);
 }
 
+/* The calls split apart (recorded after the first GPU table, which holds the pairs above; each pairs'
+ * other half made before or after the round, outside it) and the queries the library makes on a
+ * program's thread. */
+static CUdeviceptr pool_ptr;  /* a stream-ordered allocation: made by one round, freed by the next */
+static int host_registered;   /* host[] registered: by one round, unregistered by the next */
+static CUresult c_async_alloc_only(void) { return cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY); }
+static CUresult c_async_free_only(void)
+{
+    CUresult r = cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY);
+    if (r == CUDA_SUCCESS)
+        pool_ptr = 0;
+    return r;
+}
+static CUresult c_register_only(void)
+{
+    CUresult r = cuMemHostRegister(host, sizeof host, 0);
+    host_registered = r == CUDA_SUCCESS;
+    return r;
+}
+static CUresult c_unregister_only(void)
+{
+    CUresult r = cuMemHostUnregister(host);
+    if (r == CUDA_SUCCESS)
+        host_registered = 0;
+    return r;
+}
+static CUresult c_pointer_attr(void)
+{
+    CUmemorytype t;
+    return cuPointerGetAttribute(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dbuf);
+}
+static CUresult c_mem_info(void)
+{
+    size_t free_b, total;
+    return cuMemGetInfo(&free_b, &total);
+}
+static CUresult c_stream_create(void)
+{
+    CUstream s;
+    CUresult r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    return r != CUDA_SUCCESS ? r : cuStreamDestroy(s);
+}
+static CUresult c_event_create(void)
+{
+    CUevent e;
+    CUresult r = cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    return r != CUDA_SUCCESS ? r : cuEventDestroy(e);
+}
+
 static const struct {
     const char *name;
     CUresult (*call)(void);
@@ -102,6 +151,14 @@ static const struct {
     {"cuCtxRecordEvent", c_ctx_record},
     {"cuCtxWaitEvent", c_ctx_wait},
     {"cuMemAllocAsync+FreeAsync(legacy)", c_async_alloc},
+    {"cuMemAllocAsync(legacy)", c_async_alloc_only},
+    {"cuMemFreeAsync(legacy)", c_async_free_only},
+    {"cuMemHostRegister", c_register_only},
+    {"cuMemHostUnregister", c_unregister_only},
+    {"cuPointerGetAttribute", c_pointer_attr},
+    {"cuMemGetInfo", c_mem_info},
+    {"cuStreamCreate+Destroy", c_stream_create},
+    {"cuEventCreate+Destroy", c_event_create},
 };
 #define NCALLS (sizeof calls / sizeof calls[0])
 
@@ -139,6 +196,20 @@ static int round_of(size_t i, CUstreamCaptureMode mode, const char *mode_name)
     CK(cuMemsetD32(dbuf, 0, 2));
     if (!dfree)
         CK(cuMemAlloc(&dfree, BYTES));
+    if (calls[i].call == c_async_free_only && !pool_ptr) /* the half this round frees */
+        CK(cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY));
+    if (calls[i].call != c_async_free_only && pool_ptr) { /* what the round before made */
+        CK(cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY));
+        pool_ptr = 0;
+    }
+    if (calls[i].call == c_unregister_only && !host_registered) {
+        CK(cuMemHostRegister(host, sizeof host, 0));
+        host_registered = 1;
+    }
+    if (calls[i].call != c_unregister_only && host_registered) {
+        CK(cuMemHostUnregister(host));
+        host_registered = 0;
+    }
     CK(cuEventRecord(ev, other));
     CK(cuCtxSynchronize());
     current = i;

@@ -177,6 +177,9 @@ void fakecuda_semaphore_set(CUexternalSemaphore sem, unsigned long long value);
  * (cuStreamBeginCapture_v2), and such a capture stays under way until that call has looked at it;
  * fakecuda_ctx_wide_awaiting says whether such a call waits now. */
 void fakecuda_ctx_wide_await_capture(unsigned ms);
+/* The same for the next stream sync (cuStreamSynchronize, _ptsz) instead; fakecuda_ctx_wide_awaiting says
+ * whether such a call waits now. Either arming replaces the other; ms 0 disarms. */
+void fakecuda_stream_sync_await_capture(unsigned ms);
 int fakecuda_ctx_wide_awaiting(void);
 /* Arms a hold: the next stream capture to begin stays under way (its cuStreamBeginCapture_v2 returns only
  * then) until fakecuda_capture_release, or ms at most; fakecuda_capture_held says whether one is held now. */

@@ -357,18 +357,20 @@ CUresult fc_captures_break(void);
  * (fakecuda_ctx_wide_await_capture), it stays under way until that call has looked; where a hold is armed
  * (fakecuda_capture_hold), until the test releases it. */
 void fc_capture_began(void);
-/* Around a context-wide call (cuCtxSynchronize and its _v2, cuCtxRecordEvent, cuCtxWaitEvent), outside the
- * fake's lock: the test's rendezvous, where armed. */
-void fc_ctx_wide_before(void);
+/* Around a context-wide call (cuCtxSynchronize and its _v2, cuCtxRecordEvent, cuCtxWaitEvent) or a stream
+ * sync, outside the fake's lock: the test's rendezvous, where armed for that kind of call. */
+enum { FC_AWAIT_CTX_WIDE, FC_AWAIT_STREAM_SYNC };
+void fc_ctx_wide_before(int kind);
 void fc_ctx_wide_after(void);
-/* The body of a context-wide entry point: expr (its helper's call) inside the rendezvous. */
-#define FC_CTX_WIDE(expr)                                                                          \
+/* The body of an entry point of that kind: expr (its helper's call) inside the rendezvous. */
+#define FC_AWAITED(kind, expr)                                                                     \
     do {                                                                                           \
-        fc_ctx_wide_before();                                                                      \
+        fc_ctx_wide_before(kind);                                                                  \
         CUresult fc_w_ = (expr);                                                                   \
         fc_ctx_wide_after();                                                                       \
         return fc_w_;                                                                              \
     } while (0)
+#define FC_CTX_WIDE(expr) FC_AWAITED(FC_AWAIT_CTX_WIDE, expr)
 CUresult fc_capture_unsafe_check(void);
 
 #endif

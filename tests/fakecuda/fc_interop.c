@@ -186,12 +186,14 @@ static CUresult fc_ctx_event(CUcontext c, CUevent he, int wait)
     return r;
 }
 
-/* A test's rendezvous (fakecuda_ctx_wide_await_capture): the next context-wide call (a sync, an event
- * record or wait) waits, before it takes the fake's lock, for a capture to begin, and a capture that begins
- * meanwhile stays under way until that call has looked. Its own lock: the waits happen outside the fake's. */
+/* A test's rendezvous (fakecuda_ctx_wide_await_capture, fakecuda_stream_sync_await_capture): the next
+ * context-wide call (a sync, an event record or wait), or the next stream sync, waits, before it takes the
+ * fake's lock, for a capture to begin, and a capture that begins meanwhile stays under way until that call
+ * has looked. Its own lock: the waits happen outside the fake's. */
 static pthread_mutex_t aw_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t aw_cv = PTHREAD_COND_INITIALIZER;
 static int aw_ms;          /* armed: how long the next call waits (ms) */
+static int aw_kind;        /* the calls armed: FC_AWAIT_CTX_WIDE or FC_AWAIT_STREAM_SYNC */
 static int aw_waiting, aw_no_capture; /* a call waits; it has met no capture yet */
 static _Thread_local int aw_mine; /* this thread's call is the one that waits (others pass untouched) */
 
@@ -223,13 +225,21 @@ static void aw_store(int *w, int v)
     pthread_mutex_unlock(&aw_mu);
 }
 
-void fakecuda_ctx_wide_await_capture(unsigned ms) { aw_store(&aw_ms, (int)ms); }
-int fakecuda_ctx_wide_awaiting(void) { return aw_load(&aw_waiting); }
-
-void fc_ctx_wide_before(void)
+static void aw_arm(int kind, unsigned ms)
 {
     pthread_mutex_lock(&aw_mu);
-    if (aw_ms) {
+    aw_kind = kind;
+    pthread_mutex_unlock(&aw_mu);
+    aw_store(&aw_ms, (int)ms);
+}
+void fakecuda_ctx_wide_await_capture(unsigned ms) { aw_arm(FC_AWAIT_CTX_WIDE, ms); }
+void fakecuda_stream_sync_await_capture(unsigned ms) { aw_arm(FC_AWAIT_STREAM_SYNC, ms); }
+int fakecuda_ctx_wide_awaiting(void) { return aw_load(&aw_waiting); }
+
+void fc_ctx_wide_before(int kind)
+{
+    pthread_mutex_lock(&aw_mu);
+    if (aw_ms && aw_kind == kind) {
         unsigned ms = (unsigned)aw_ms;
         aw_ms = 0, aw_waiting = 1, aw_no_capture = 1, aw_mine = 1;
         pthread_cond_broadcast(&aw_cv);

@@ -142,6 +142,8 @@ static CUresult fc_mem_alloc_async(CUdeviceptr *dptr, size_t n, CUstream h, int 
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (r) return r;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no mem-alloc graph nodes in the fake */
+    r = fc_capture_unsafe_check(); /* on a stream that does not capture: as cuMemAlloc (the GPU's table) */
+    if (r) return r;
     size_t mapped = (n + 4095) & ~(size_t)4095;
     if (fc_g.pool_limit && (mapped < n || fc_g.pool_in_use + mapped > fc_g.pool_limit))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -221,6 +223,8 @@ static CUresult fc_host_register(void *p, size_t n, unsigned flags)
 {
     if (!p || n == 0) return CUDA_ERROR_INVALID_VALUE;
     if (in_reservation((uintptr_t)p)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_capture_unsafe_check();
+    if (r) return r;
     for (size_t i = 0; i < nallocs; i++)
         if ((uintptr_t)p < allocs[i].base + allocs[i].size && allocs[i].base < (uintptr_t)p + n)
             return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;

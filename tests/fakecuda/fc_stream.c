@@ -339,14 +339,17 @@ static CUresult fc_stream_destroy(CUstream h)
 }
 CUresult cuStreamDestroy_v2(CUstream s) { FC_API(1, fc_stream_destroy(s)); }
 
-/* Synchronizing on a capturing stream is illegal and breaks the capture. */
+/* Synchronizing on a capturing stream is illegal and breaks the capture. A sync or query of another stream
+ * is a potentially unsafe call, refused where the thread's mode forbids it (the GPU's table,
+ * capture_rules.expected: another thread's global capture fails it and breaks). */
 static CUresult fc_sync_prologue(fc_stream *s, int invalidate_legacy)
 {
     if (s->cap) {
         fc_capture_invalidate(s->cap);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    return fc_legacy_capture_check(s, invalidate_legacy);
+    CUresult r = fc_legacy_capture_check(s, invalidate_legacy);
+    return r ? r : fc_capture_unsafe_check();
 }
 
 static CUresult fc_stream_sync(CUstream h, int ptds)
@@ -358,8 +361,10 @@ static CUresult fc_stream_sync(CUstream h, int ptds)
     fc_g.stats.syncs++;
     return fc_run(s, s->last_seq);
 }
-CUresult cuStreamSynchronize(CUstream s) { FC_TRACED(cuStreamSynchronize, 1, fc_stream_sync(s, FC_LEGACY)); }
-CUresult cuStreamSynchronize_ptsz(CUstream s) { FC_TRACED(cuStreamSynchronize_ptsz, 1, fc_stream_sync(s, FC_PTDS)); }
+static CUresult fc_stream_sync_api(CUstream s) { FC_TRACED_FOR(cuStreamSynchronize, 1, fc_stream_sync(s, FC_LEGACY)); }
+static CUresult fc_stream_sync_ptsz_api(CUstream s) { FC_TRACED_FOR(cuStreamSynchronize_ptsz, 1, fc_stream_sync(s, FC_PTDS)); }
+CUresult cuStreamSynchronize(CUstream s) { FC_AWAITED(FC_AWAIT_STREAM_SYNC, fc_stream_sync_api(s)); }
+CUresult cuStreamSynchronize_ptsz(CUstream s) { FC_AWAITED(FC_AWAIT_STREAM_SYNC, fc_stream_sync_ptsz_api(s)); }
 
 static CUresult fc_stream_query(CUstream h, int ptds)
 {
