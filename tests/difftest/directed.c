@@ -254,7 +254,7 @@ static void t_d2h_pageable(void)
 
 /* The library's own wait for a blocking read beside another thread's global capture: a replayed round ends
  * in a copy into pageable memory, which the graph writes into a staging buffer that the library copies
- * out once its stream sync returns. From the eighth round on, the fake holds the next stream sync (the
+ * out once its stream sync returns. From round 8 on (of 0-13), the fake holds the next stream sync (the
  * library's; the plain run makes none) until a second thread of the context begins a global capture, and
  * that capture open until the sync has looked. CUDA refuses a stream sync made in the thread's global mode
  * beside another thread's global capture, and breaks the capture, but not the program's blocking copy

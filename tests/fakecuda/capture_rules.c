@@ -80,7 +80,7 @@ static CUresult c_async_alloc(void)
     return r != CUDA_SUCCESS ? r : cuMemFreeAsync(p, CU_STREAM_LEGACY);
 }
 
-/* The calls split apart (recorded after the first GPU table, which holds the pairs above; each pairs'
+/* The calls split apart (recorded after the first GPU table, which holds the pairs above; each pair's
  * other half made before or after the round, outside it) and the queries the library makes on a
  * program's thread. */
 static CUdeviceptr pool_ptr;  /* a stream-ordered allocation: made by one round, freed by the next */
@@ -185,7 +185,9 @@ static const char *err_name(CUresult r)
 
 static const char *status_name(CUstreamCaptureStatus s)
 {
-    return s == CU_STREAM_CAPTURE_STATUS_ACTIVE ? "active" : s == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "none";
+    if (s == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return "active";
+    return s == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "none";
 }
 
 /* One round; returns 0, or 1 where the context is left with an error (the rest would mean nothing). */
