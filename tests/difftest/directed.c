@@ -252,69 +252,6 @@ static void t_d2h_pageable(void)
     }
 }
 
-/* The library's own wait for a blocking read beside another thread's global capture: a replayed round ends
- * in a copy into pageable memory, which the graph writes into a staging buffer that the library copies
- * out once its stream sync returns. From round 8 on (of 0-13), the fake holds the next stream sync (the
- * library's; the plain run makes none) until a second thread of the context begins a global capture, and
- * that capture open until the sync has looked. CUDA refuses a stream sync made in the thread's global mode
- * beside another thread's global capture, and breaks the capture, but not the program's blocking copy
- * (tests/fakecuda/capture_rules.expected): so the library makes its sync in the relaxed mode. Until the
- * fifty-fourth session it did not: the copy returned 900 and the other thread's capture failed (an error,
- * and different output). The other thread's captures are not part of the output (none in the plain run);
- * their errors are. */
-static void sleep_ns(long long ns);
-static int capture_step(dt_sum_t *sum, CUstream s, CUdeviceptr buf, long long hold_ns);
-static CUcontext dgc_ctx;
-static CUstream dgc_s;
-static CUdeviceptr dgc_buf;
-static int dgc_stop, dgc_captures;
-static dt_sum_t dgc_sum = {DT_FNV_OFFSET, 0, 0, "d2h_global_capture"};
-static void *dgc_thread(void *arg)
-{
-    (void)arg;
-    DT_CK(&dgc_sum, cuCtxSetCurrent(dgc_ctx));
-    while (!__atomic_load_n(&dgc_stop, __ATOMIC_ACQUIRE)) {
-        if (!fakecuda_ctx_wide_awaiting()) {
-            sleep_ns(100000);
-            continue;
-        }
-        dgc_captures += capture_step(&dgc_sum, dgc_s, dgc_buf, 0);
-        while (fakecuda_ctx_wide_awaiting()) /* that sync's round is over first */
-            sleep_ns(100000);
-    }
-    return NULL;
-}
-
-static void t_d2h_global_capture(void)
-{
-    float h[OBS];
-    CK(cuCtxGetCurrent(&dgc_ctx));
-    CK(cuStreamCreate(&dgc_s, CU_STREAM_NON_BLOCKING));
-    CK(cuMemAlloc(&dgc_buf, N * sizeof(float)));
-    CK(cuMemsetD32(dgc_buf, 0, N));
-    pthread_t th;
-    if (pthread_create(&th, NULL, dgc_thread, NULL) != 0) {
-        fprintf(stderr, "directed: no thread\n");
-        exit(1);
-    }
-    for (int r = 0; r < ROUNDS; r++) {
-        pattern(s1, r);
-        memset(h, 0, sizeof(h));
-        if (r >= 8)
-            fakecuda_stream_sync_await_capture(500);
-        CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1)); /* pageable: returns when the copy is done */
-        fakecuda_stream_sync_await_capture(0); /* (not met in the plain run) */
-        observe(r, h, sizeof(h));
-    }
-    __atomic_store_n(&dgc_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(th, NULL);
-    S.errors += dgc_sum.errors;
-    if (getenv("DT_D2H_CAPTURE_VERBOSE"))
-        fprintf(stderr, "d2h_global_capture: %d captures\n", dgc_captures);
-    CK(cuMemFree(dgc_buf));
-    CK(cuStreamDestroy(dgc_s));
-}
-
 /* A new thread every round does the round's work and a blocking read into pageable memory: the graph
  * that ends in the read writes the thread's staging buffer, which the thread gives back at its exit for
  * the next one (the statistics count the buffers allocated: one, not one per thread). */
@@ -1069,11 +1006,6 @@ static void t_capture_wrong_thread(void)
  * first, 0 of 100 after; as built, a run seldom meets it, and the test guards the common interleavings
  * (capture_window holds the window open, with two contexts).
  * DT_CAPTURE_RACE_ROUNDS sets the rounds (896 by default); DT_CAPTURE_RACE_VERBOSE=1 prints the captures. */
-static CUcontext cr_ctx;
-static CUstream cr_stream;
-static CUdeviceptr cr_buf;
-static dt_sum_t cr_sum = {DT_FNV_OFFSET, 0, 0, "capture_race"};
-static int cr_stop, cr_captures;
 static void sleep_ns(long long ns)
 {
     struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
@@ -1103,27 +1035,66 @@ static int capture_step(dt_sum_t *sum, CUstream s, CUdeviceptr buf, long long ho
     return 1;
 }
 
-static void *capture_thread(void *arg)
+/* A thread of this context capturing one step at a time (capture_step) on a stream of its own until told
+ * to stop: all along until a capture gives no graph (capture_race), or only while the fake holds a call
+ * for a capture (gated: d2h_global_capture). Its captures are not part of the output (their count depends
+ * on timing); its calls' errors are. */
+static struct {
+    CUcontext ctx;
+    CUstream s;
+    CUdeviceptr buf;
+    pthread_t th;
+    int started, gated, stop, captures;
+    dt_sum_t sum;
+} sc;
+static void *side_capturer(void *arg)
 {
     (void)arg;
-    DT_CK(&cr_sum, cuCtxSetCurrent(cr_ctx));
-    while (!__atomic_load_n(&cr_stop, __ATOMIC_ACQUIRE) && capture_step(&cr_sum, cr_stream, cr_buf, 0))
-        cr_captures++;
+    DT_CK(&sc.sum, cuCtxSetCurrent(sc.ctx));
+    while (!__atomic_load_n(&sc.stop, __ATOMIC_ACQUIRE)) {
+        if (sc.gated && !fakecuda_ctx_wide_awaiting()) {
+            sleep_ns(100000);
+            continue;
+        }
+        int got = capture_step(&sc.sum, sc.s, sc.buf, 0);
+        sc.captures += got;
+        if (!got && !sc.gated)
+            break;
+        while (sc.gated && fakecuda_ctx_wide_awaiting()) /* that call is over first */
+            sleep_ns(100000);
+    }
     return NULL;
+}
+static void side_capturer_start(const char *name, int gated)
+{
+    sc.sum = (dt_sum_t){DT_FNV_OFFSET, 0, 0, name};
+    sc.gated = gated, sc.stop = 0, sc.captures = 0;
+    CK(cuCtxGetCurrent(&sc.ctx));
+    CK(cuStreamCreate(&sc.s, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&sc.buf, N * sizeof(float)));
+    CK(cuMemsetD32(sc.buf, 0, N));
+    sc.started = pthread_create(&sc.th, NULL, side_capturer, NULL) == 0;
+    if (!sc.started)
+        S.errors++;
+}
+/* Stops it; its errors go to this program's (verbose: its count of captures on stderr). */
+static void side_capturer_end(int verbose)
+{
+    __atomic_store_n(&sc.stop, 1, __ATOMIC_RELEASE);
+    if (sc.started)
+        pthread_join(sc.th, NULL);
+    S.errors += sc.sum.errors;
+    if (verbose)
+        fprintf(stderr, "%s: %d captures beside the rounds\n", sc.sum.who, sc.captures);
+    CK(cuMemFree(sc.buf));
+    CK(cuStreamDestroy(sc.s));
 }
 
 static void t_capture_race(void)
 {
-    pthread_t th;
     const char *rounds = getenv("DT_CAPTURE_RACE_ROUNDS");
     int cr_rounds = rounds && atoi(rounds) > 0 ? atoi(rounds) : 64 * ROUNDS;
-    CK(cuCtxGetCurrent(&cr_ctx));
-    CK(cuStreamCreate(&cr_stream, CU_STREAM_NON_BLOCKING));
-    CK(cuMemAlloc(&cr_buf, N * sizeof(float)));
-    CK(cuMemsetD32(cr_buf, 0, N));
-    int started = pthread_create(&th, NULL, capture_thread, NULL) == 0;
-    if (!started)
-        S.errors++;
+    side_capturer_start("capture_race", 0);
     for (int r = 0; r < cr_rounds; r++) {
         pattern(s1, r % ROUNDS);
         CK(step(s1, X, 0.25f));
@@ -1134,14 +1105,33 @@ static void t_capture_race(void)
         }
     }
     CK(stream_sync(s1));
-    __atomic_store_n(&cr_stop, 1, __ATOMIC_RELEASE);
-    if (started)
-        pthread_join(th, NULL);
-    S.errors += cr_sum.errors;
-    if (getenv("DT_CAPTURE_RACE_VERBOSE"))
-        fprintf(stderr, "capture_race: %d captures beside the rounds\n", cr_captures);
-    CK(cuMemFree(cr_buf));
-    CK(cuStreamDestroy(cr_stream));
+    side_capturer_end(getenv("DT_CAPTURE_RACE_VERBOSE") != NULL);
+}
+
+/* The library's own wait for a blocking read beside another thread's global capture: a replayed round ends
+ * in a copy into pageable memory, which the graph writes into a staging buffer that the library copies
+ * out once its stream sync returns. From round 8 on (of 0-13), the fake holds the next stream sync (the
+ * library's; the plain run makes none) until a second thread of the context begins a global capture, and
+ * that capture open until the sync has looked. CUDA refuses a stream sync made in the thread's global mode
+ * beside another thread's global capture, and breaks the capture, but not the program's blocking copy
+ * (tests/fakecuda/capture_rules.expected): so the library makes its sync in the relaxed mode. Until the
+ * fifty-fourth session it did not: the copy returned 900 and the other thread's capture failed (an error,
+ * and different output). The other thread's captures are not part of the output (none in the plain run);
+ * their errors are. */
+static void t_d2h_global_capture(void)
+{
+    float h[OBS];
+    side_capturer_start("d2h_global_capture", 1);
+    for (int r = 0; r < ROUNDS; r++) {
+        pattern(s1, r);
+        memset(h, 0, sizeof(h));
+        if (r >= 8)
+            fakecuda_stream_sync_await_capture(500);
+        CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1)); /* pageable: returns when the copy is done */
+        fakecuda_stream_sync_await_capture(0); /* (not met in the plain run) */
+        observe(r, h, sizeof(h));
+    }
+    side_capturer_end(getenv("DT_D2H_CAPTURE_VERBOSE") != NULL);
 }
 
 static void t_exit_nosync(void)

@@ -353,21 +353,21 @@ CUresult fc_capture_wait_event(fc_stream *s, fc_event *e, int external);
 void fc_capture_invalidate(fc_capture *c);
 /* Every capture under way is invalidated: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED where there was one. */
 CUresult fc_captures_break(void);
-/* A capture began (after its begin call, outside the fake's lock): where a context-wide call waits for one
- * (fakecuda_ctx_wide_await_capture), it stays under way until that call has looked; where a hold is armed
+/* A capture began (after its begin call, outside the fake's lock): where a context-wide call or a stream
+ * sync waits for one (fakecuda_ctx_wide_await_capture, fakecuda_stream_sync_await_capture), it stays under way until that call has looked; where a hold is armed
  * (fakecuda_capture_hold), until the test releases it. */
 void fc_capture_began(void);
 /* Around a context-wide call (cuCtxSynchronize and its _v2, cuCtxRecordEvent, cuCtxWaitEvent) or a stream
  * sync, outside the fake's lock: the test's rendezvous, where armed for that kind of call. */
 enum { FC_AWAIT_CTX_WIDE, FC_AWAIT_STREAM_SYNC };
-void fc_ctx_wide_before(int kind);
-void fc_ctx_wide_after(void);
+void fc_await_before(int kind);
+void fc_await_after(void);
 /* The body of an entry point of that kind: expr (its helper's call) inside the rendezvous. */
 #define FC_AWAITED(kind, expr)                                                                     \
     do {                                                                                           \
-        fc_ctx_wide_before(kind);                                                                  \
+        fc_await_before(kind);                                                                     \
         CUresult fc_w_ = (expr);                                                                   \
-        fc_ctx_wide_after();                                                                       \
+        fc_await_after();                                                                          \
         return fc_w_;                                                                              \
     } while (0)
 #define FC_CTX_WIDE(expr) FC_AWAITED(FC_AWAIT_CTX_WIDE, expr)

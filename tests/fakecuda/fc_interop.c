@@ -236,7 +236,7 @@ void fakecuda_ctx_wide_await_capture(unsigned ms) { aw_arm(FC_AWAIT_CTX_WIDE, ms
 void fakecuda_stream_sync_await_capture(unsigned ms) { aw_arm(FC_AWAIT_STREAM_SYNC, ms); }
 int fakecuda_ctx_wide_awaiting(void) { return aw_load(&aw_waiting); }
 
-void fc_ctx_wide_before(int kind)
+void fc_await_before(int kind)
 {
     pthread_mutex_lock(&aw_mu);
     if (aw_ms && aw_kind == kind) {
@@ -248,7 +248,7 @@ void fc_ctx_wide_before(int kind)
     pthread_mutex_unlock(&aw_mu);
 }
 
-void fc_ctx_wide_after(void)
+void fc_await_after(void)
 {
     if (!aw_mine) return;
     aw_mine = 0;
