@@ -821,15 +821,22 @@ static ag_chunk_t chunk(void)
 }
 
 /* Issues the held frees that came before held operation `upto` (all of them: the count of operations),
- * from *next on. A failure is logged: the allocation was the program's and live when its free came. */
+ * from *next on. A failure is logged: the allocation was the program's and live when its free came. In
+ * the relaxed capture mode: later than the program's call, a free may meet another thread's global-mode
+ * capture that the call did not (held just before that capture began, issued after: the GPU's
+ * capture_rules table refuses cuMemFreeAsync there, and breaks that capture). */
 static void issue_frees(const struct held_free *frees, uint32_t nfrees, uint32_t *next, uint32_t upto)
 {
+    if (*next >= nfrees || frees[*next].pos > upto)
+        return;
+    CUstreamCaptureMode mode = ag_relaxed_begin();
     for (; *next < nfrees && frees[*next].pos <= upto; (*next)++) {
         const struct held_free *h = &frees[*next];
         CUresult r = ((ag_fn_cuMemFreeAsync_t)ag_real[h->id])(h->p, h->stream);
         if (r != CUDA_SUCCESS)
             AG_LOG_CAPPED(AG_LOG_WARN, "issuing a held-back stream-ordered free failed (CUDA error %d)", (int)r);
     }
+    ag_relaxed_end(mode);
 }
 
 /* Under the lock, where nothing is held (no operation pending, no job in flight): the events the program
@@ -1620,6 +1627,7 @@ static void own_ctx_end(int pushed);
 static void *watcher_main(void *arg)
 {
     (void)arg;
+    ag_thread_relaxed(); /* what it issues is held work, later than the program's calls (record.h) */
     uint64_t period_ns = (uint64_t)ag_opt(AG_OPT_STALL_MS)->num * 1000000ull / 2;
     struct {
         uint64_t ops, drains;

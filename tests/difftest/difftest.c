@@ -779,9 +779,9 @@ static void exec_op(prog_t *p, int idx, int it)
             DT_CK(S, cuMemAlloc(&t, (size_t)n * 4));
             cap_release();
         } else {
+            cap_hold();
             if (p->late_free) DT_CK(S, cuMemFreeAsync(p->late_free, p->s_main));
             p->late_free = 0;
-            cap_hold();
             DT_CK(S, cuMemAllocAsync(&t, (size_t)n * 4, p->s_main));
             cap_release();
         }
@@ -801,9 +801,13 @@ static void exec_op(prog_t *p, int idx, int it)
         } else if (how == 3 && !g_twoctx) {
             DT_CK(S, cuEventRecord(p->ev_free, p->s_main));
             DT_CK(S, cuStreamWaitEvent(p->s_side, p->ev_free, 0));
+            cap_hold();
             DT_CK(S, cuMemFreeAsync(t, p->s_side));
+            cap_release();
         } else {
+            cap_hold();
             DT_CK(S, cuMemFreeAsync(t, p->s_main));
+            cap_release();
         }
         break;
     }

@@ -1134,6 +1134,33 @@ static void t_d2h_global_capture(void)
     side_capturer_end(getenv("DT_D2H_CAPTURE_VERBOSE") != NULL);
 }
 
+/* The program's stream-ordered free, held by the library behind the round's launches, is issued after a
+ * global-mode capture began that no hook saw begin (fakecuda_unseen_capture: as one whose begin reached the
+ * driver between the barrier the library made for it and its count, the window enter_locked names, or
+ * before the watcher thread issues held work). CUDA refuses cuMemFreeAsync of a global-mode thread beside a
+ * global capture and breaks that capture (the GPU's capture_rules table); the program's own free came
+ * before the capture, so the library's must be issued in the relaxed mode. Until the fifty-fifth session it
+ * was not: the free failed (logged, the memory lost) and the capture was broken (a different output). The
+ * blocking read that issues the held work is allowed beside a global capture. */
+static void t_free_unseen_capture(void)
+{
+    float h[OBS];
+    for (int r = 0; r < ROUNDS; r++) {
+        CUdeviceptr t;
+        CK(cuMemAllocAsync(&t, N * 4, s1));
+        CK(cuMemsetD32Async(t, 0x3e800000u, N, s1));
+        pattern(s1, r);
+        CK(addto(s1, Y, t));
+        CK(cuMemFreeAsync(t, s1)); /* held: the launch before it is */
+        fakecuda_unseen_capture(1);
+        CK(step(s1, X, 0.5f));
+        memset(h, 0, sizeof(h));
+        CK(cuMemcpyDtoHAsync(h, Y, sizeof(h), s1)); /* pageable: returns when the copy is done */
+        S.hash = dt_fnv_u64(S.hash, (uint64_t)fakecuda_unseen_capture(0)); /* 1: the capture was broken */
+        observe(r, h, sizeof(h));
+    }
+}
+
 static void t_exit_nosync(void)
 {
     for (int r = 0; r < ROUNDS; r++) {
@@ -2357,6 +2384,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "h2d_pageable_overwrite")) t_overwrite_input(2);
     else if (!strcmp(n, "d2h_pageable")) t_d2h_pageable();
     else if (!strcmp(n, "d2h_global_capture")) t_d2h_global_capture();
+    else if (!strcmp(n, "free_unseen_capture")) t_free_unseen_capture();
     else if (!strcmp(n, "thread_per_round")) t_thread_per_round();
     else if (!strcmp(n, "memfree")) t_memfree(0);
     else if (!strcmp(n, "memfree_async")) t_memfree(1);

@@ -81,9 +81,11 @@ static CUresult c_async_alloc(void)
 }
 
 /* The calls split apart (recorded after the first GPU table, which holds the pairs above; each pair's
- * other half made before or after the round, outside it) and the queries the library makes on a
- * program's thread. */
+ * other half made before or after the round, outside it: prep and tidy_round) and the queries the library
+ * makes on a program's thread. */
 static CUdeviceptr pool_ptr;  /* a stream-ordered allocation: made by one round, freed by the next */
+static CUdeviceptr alloc_ptr; /* the same for cuMemAlloc */
+static void *pinned_ptr;      /* the same for cuMemAllocHost */
 static int host_registered;   /* host[] registered: by one round, unregistered by the next */
 static CUresult c_async_alloc_only(void) { return cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY); }
 static CUresult c_async_free_only(void)
@@ -129,6 +131,113 @@ static CUresult c_event_create(void)
     return r != CUDA_SUCCESS ? r : cuEventDestroy(e);
 }
 
+/* Third table (the fifty-fifth session): the other halves of the pairs, and the calls the library makes on
+ * a program's thread when it issues held work (event records and waits, graph launches and patches,
+ * asynchronous copies) or asks about a stream. */
+static CUgraph graph0;        /* one memset node (gnode) on dbuf's word 16 */
+static CUgraphNode gnode;
+static CUgraphExec gexec;     /* graph0 instantiated */
+static CUresult c_alloc_only(void) { return cuMemAlloc(&alloc_ptr, BYTES); }
+static CUresult c_host_alloc_only(void) { return cuMemAllocHost(&pinned_ptr, BYTES); }
+static CUresult c_host_free_only(void)
+{
+    CUresult r = cuMemFreeHost(pinned_ptr);
+    if (r == CUDA_SUCCESS)
+        pinned_ptr = NULL;
+    return r;
+}
+static CUresult c_legacy_record_only(void) { return cuEventRecord(ev, CU_STREAM_LEGACY); }
+static CUresult c_event_sync(void) { return cuEventSynchronize(ev); }
+static CUresult c_legacy_wait(void) { return cuStreamWaitEvent(CU_STREAM_LEGACY, ev, 0); }
+static CUresult c_graph_launch(void) { return cuGraphLaunch(gexec, CU_STREAM_LEGACY); }
+static CUresult c_graph_instantiate(void)
+{
+    CUgraphExec e;
+    CUresult r = cuGraphInstantiate(&e, graph0, 0);
+    return r != CUDA_SUCCESS ? r : cuGraphExecDestroy(e);
+}
+static CUgraphExec exec_ptr;  /* made by one round (or before it), destroyed by it or the next */
+static CUgraph graph_ptr;     /* the same for a graph */
+static CUresult c_instantiate_only(void) { return cuGraphInstantiate(&exec_ptr, graph0, 0); }
+static CUresult c_exec_destroy_only(void)
+{
+    CUresult r = cuGraphExecDestroy(exec_ptr);
+    if (r == CUDA_SUCCESS)
+        exec_ptr = NULL;
+    return r;
+}
+static CUresult c_graph_destroy_only(void)
+{
+    CUresult r = cuGraphDestroy(graph_ptr);
+    if (r == CUDA_SUCCESS)
+        graph_ptr = NULL;
+    return r;
+}
+static CUDA_MEMSET_NODE_PARAMS memset_params(unsigned value)
+{
+    CUDA_MEMSET_NODE_PARAMS p = {dbuf + 64, 0, value, 4, 1, 1};
+    return p;
+}
+static CUresult c_graph_set_params(void)
+{
+    CUDA_MEMSET_NODE_PARAMS p = memset_params(9);
+    return cuGraphExecMemsetNodeSetParams(gexec, gnode, &p, ctx);
+}
+static CUresult c_h2d_async(void) { return cuMemcpyHtoDAsync(dbuf + 4096, host, sizeof host, CU_STREAM_LEGACY); }
+static CUresult c_d2h_async(void) { return cuMemcpyDtoHAsync(host, dbuf + 4096, sizeof host, CU_STREAM_LEGACY); }
+static CUresult c_legacy_is_capturing(void)
+{
+    CUstreamCaptureStatus st;
+    return cuStreamIsCapturing(CU_STREAM_LEGACY, &st);
+}
+static CUresult c_other_capture_info(void)
+{
+    CUstreamCaptureStatus st;
+    return cuStreamGetCaptureInfo(other, &st, NULL, NULL, NULL, NULL, NULL);
+}
+
+/* Before a round: what the rounds before left (the halves made outside them) undone, then what this
+ * round's call needs made. */
+static void tidy_round(CUresult (*call)(void))
+{
+    if (pool_ptr && call != c_async_free_only) {
+        CK(cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY));
+        pool_ptr = 0;
+    }
+    if (host_registered && call != c_unregister_only) {
+        CK(cuMemHostUnregister(host));
+        host_registered = 0;
+    }
+    if (pinned_ptr && call != c_host_free_only) {
+        CK(cuMemFreeHost(pinned_ptr));
+        pinned_ptr = NULL;
+    }
+    if (alloc_ptr) {
+        CK(cuMemFree(alloc_ptr));
+        alloc_ptr = 0;
+    }
+    if (exec_ptr && call != c_exec_destroy_only) {
+        CK(cuGraphExecDestroy(exec_ptr));
+        exec_ptr = NULL;
+    }
+    if (graph_ptr && call != c_graph_destroy_only) {
+        CK(cuGraphDestroy(graph_ptr));
+        graph_ptr = NULL;
+    }
+    if (call == c_async_free_only && !pool_ptr)
+        CK(cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY));
+    if (call == c_unregister_only && !host_registered) {
+        CK(cuMemHostRegister(host, sizeof host, 0));
+        host_registered = 1;
+    }
+    if (call == c_host_free_only && !pinned_ptr)
+        CK(cuMemAllocHost(&pinned_ptr, BYTES));
+    if (call == c_exec_destroy_only && !exec_ptr)
+        CK(cuGraphInstantiate(&exec_ptr, graph0, 0));
+    if (call == c_graph_destroy_only && !graph_ptr)
+        CK(cuGraphCreate(&graph_ptr, 0));
+}
+
 static const struct {
     const char *name;
     CUresult (*call)(void);
@@ -159,6 +268,22 @@ static const struct {
     {"cuMemGetInfo", c_mem_info},
     {"cuStreamCreate+Destroy", c_stream_create},
     {"cuEventCreate+Destroy", c_event_create},
+    {"cuMemAlloc", c_alloc_only},
+    {"cuMemAllocHost", c_host_alloc_only},
+    {"cuMemFreeHost", c_host_free_only},
+    {"cuEventRecord(legacy)", c_legacy_record_only},
+    {"cuEventSynchronize", c_event_sync},
+    {"cuStreamWaitEvent(legacy)", c_legacy_wait},
+    {"cuGraphLaunch(legacy)", c_graph_launch},
+    {"cuGraphInstantiate+Destroy", c_graph_instantiate},
+    {"cuGraphInstantiate", c_instantiate_only},
+    {"cuGraphExecDestroy", c_exec_destroy_only},
+    {"cuGraphDestroy", c_graph_destroy_only},
+    {"cuGraphExecMemsetNodeSetParams", c_graph_set_params},
+    {"cuMemcpyHtoDAsync(legacy,pageable)", c_h2d_async},
+    {"cuMemcpyDtoHAsync(legacy,pageable)", c_d2h_async},
+    {"cuStreamIsCapturing(legacy)", c_legacy_is_capturing},
+    {"cuStreamGetCaptureInfo(B's)", c_other_capture_info},
 };
 #define NCALLS (sizeof calls / sizeof calls[0])
 
@@ -198,20 +323,7 @@ static int round_of(size_t i, CUstreamCaptureMode mode, const char *mode_name)
     CK(cuMemsetD32(dbuf, 0, 2));
     if (!dfree)
         CK(cuMemAlloc(&dfree, BYTES));
-    if (calls[i].call == c_async_free_only && !pool_ptr) /* the half this round frees */
-        CK(cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY));
-    if (calls[i].call != c_async_free_only && pool_ptr) { /* what the round before made */
-        CK(cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY));
-        pool_ptr = 0;
-    }
-    if (calls[i].call == c_unregister_only && !host_registered) {
-        CK(cuMemHostRegister(host, sizeof host, 0));
-        host_registered = 1;
-    }
-    if (calls[i].call != c_unregister_only && host_registered) {
-        CK(cuMemHostUnregister(host));
-        host_registered = 0;
-    }
+    tidy_round(calls[i].call);
     CK(cuEventRecord(ev, other));
     CK(cuCtxSynchronize());
     current = i;
@@ -271,6 +383,10 @@ int main(void)
     CK(cuMemAlloc(&dbuf, BYTES));
     CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     CK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    CK(cuGraphCreate(&graph0, 0));
+    CUDA_MEMSET_NODE_PARAMS p = memset_params(5);
+    CK(cuGraphAddMemsetNode(&gnode, graph0, NULL, 0, &p, ctx));
+    CK(cuGraphInstantiate(&gexec, graph0, 0));
     static const struct {
         CUstreamCaptureMode m;
         const char *name;

@@ -51,7 +51,8 @@
  *   cuMemAllocHost and cuMemHostAlloc sleep FAKECUDA_HOST_ALLOC_NS (default 0) before they take the lock
  *   and apply the capture rules: page-locking takes milliseconds on a real host, and a capture another
  *   thread begins meanwhile is one the allocation meets.
- * - Capture rules for potentially unsafe calls (allocations, frees, event queries and syncs): where the
+ * - Capture rules for potentially unsafe calls (allocations, frees, host registration, event and stream
+ *   queries and syncs, graph instantiation: the GPU's table, tests/fakecuda/capture_rules.expected): where the
  *   calling thread's mode (cuThreadExchangeStreamCaptureMode) and an active capture forbid the call, it
  *   fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and that capture is invalidated, as in CUDA.
  * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
@@ -181,6 +182,12 @@ void fakecuda_ctx_wide_await_capture(unsigned ms);
  * whether such a call waits now. Either arming replaces the other; ms 0 disarms. */
 void fakecuda_stream_sync_await_capture(unsigned ms);
 int fakecuda_ctx_wide_awaiting(void);
+/* A global-mode capture under way that the program's threads did not begin through the driver API, so
+ * that no hook saw it begin (as one whose cuStreamBeginCapture reached the driver between the barrier the
+ * library made for it and its count: engine.c, enter_locked): on 1 begins it, on 0 ends it. While it is
+ * under way, the potentially unsafe calls of threads in the global mode are refused and break it, and
+ * context-wide calls in any mode. Returns 1 where it was under way and broken. */
+int fakecuda_unseen_capture(int on);
 /* Arms a hold: the next stream capture to begin stays under way (its cuStreamBeginCapture_v2 returns only
  * then) until fakecuda_capture_release, or ms at most; fakecuda_capture_held says whether one is held now. */
 void fakecuda_capture_hold(unsigned ms);

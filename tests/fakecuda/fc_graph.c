@@ -272,6 +272,8 @@ static CUresult fc_instantiate(CUgraphExec *out, CUgraph h, unsigned long long f
     fc_graph *g = (fc_graph *)h;
     if (!out || !fc_graph_valid(g)) return CUDA_ERROR_INVALID_VALUE;
     if (flags & ~0xFull) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_capture_unsafe_check(); /* refused beside a global capture (the GPU's table) */
+    if (r) return r;
     fc_graph *x = fc_obj_new(sizeof(*x), FC_OBJ_EXEC);
     if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
     x->is_exec = 1, x->ctx = g->ctx;
@@ -464,13 +466,31 @@ CUresult fc_capture_unsafe_check(void)
     for (size_t i = 0; i < fc_g.ncaps; i++) {
         fc_capture *c = fc_g.caps[i];
         if (!c->active || c->mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
-        if (pthread_equal(c->thread, pthread_self()) ||
+        if ((!c->unseen && pthread_equal(c->thread, pthread_self())) ||
             (c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && fc_tl_capmode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
             fc_capture_invalidate(c);
             r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
     }
     return r;
+}
+
+/* fakecuda_unseen_capture's capture (fc_g.mu held to touch it) */
+static fc_capture unseen = {.mode = CU_STREAM_CAPTURE_MODE_GLOBAL, .unseen = 1};
+int fakecuda_unseen_capture(int on)
+{
+    (void)fc_enter(-1);
+    int was = unseen.active && unseen.invalidated;
+    if (on && !unseen.active) {
+        unseen.active = 1, unseen.invalidated = 0;
+        if (fc_vec_push((void **)&fc_g.caps, &fc_g.ncaps, sizeof(fc_capture *), &(fc_capture *){&unseen}))
+            unseen.active = 0;
+    } else if (!on && unseen.active) {
+        unseen.active = 0;
+        fc_vec_remove((void **)fc_g.caps, &fc_g.ncaps, &unseen);
+    }
+    fc_leave();
+    return was;
 }
 
 static int fc_set_capdeps(fc_node ***dst, size_t *nd, fc_node *const *src, size_t n)

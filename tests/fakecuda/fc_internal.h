@@ -173,6 +173,7 @@ struct fc_capture {
     fc_stream *origin;
     fc_graph *g;
     int invalidated, owns_graph, active;
+    int unseen; /* fakecuda_unseen_capture's: of no thread, on no stream */
     fc_stream **streams;
     size_t nstreams;
 };

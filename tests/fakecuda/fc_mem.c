@@ -168,6 +168,8 @@ static CUresult fc_mem_free_async(CUdeviceptr p, CUstream h, int ptds)
     if (!a || a->base != (uintptr_t)p || a->kind != FC_PTR_DEVICE || a->free_pending)
         return CUDA_ERROR_INVALID_VALUE;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED;
+    r = fc_capture_unsafe_check(); /* on a stream that does not capture: as cuMemFree (the GPU's table) */
+    if (r) return r;
     fc_op *op = fc_op_new(FC_OP_FREE);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
     op->freeptr = p;
@@ -211,7 +213,9 @@ static CUresult fc_host_free(void *p)
     fc_alloc *a = alloc_find((uintptr_t)p, 1);
     if (!p || !a || a->base != (uintptr_t)p || a->kind != FC_PTR_PINNED || a->registered)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = fc_sync_all(); /* pending copies may still read it */
+    CUresult r = fc_capture_unsafe_check();
+    if (r) return r;
+    r = fc_sync_all(); /* pending copies may still read it */
     /* (found again: the work just run may have freed other allocations, which moves table entries) */
     alloc_remove(alloc_find((uintptr_t)p, 1));
     free(p);
@@ -237,7 +241,9 @@ static CUresult fc_host_unregister(void *p)
 {
     fc_alloc *a = alloc_find((uintptr_t)p, 1);
     if (!a || a->base != (uintptr_t)p || !a->registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    CUresult r = fc_sync_all();
+    CUresult r = fc_capture_unsafe_check();
+    if (r) return r;
+    r = fc_sync_all();
     alloc_remove(alloc_find((uintptr_t)p, 1)); /* (found again, as in fc_host_free) */
     return r;
 }

@@ -463,10 +463,10 @@ static void test_capture(void)
         OK(cuStreamBeginCapture(s, other[k].cap));
         CHECK(pthread_create(&th, NULL, host_alloc_thread, &job) == 0 && pthread_join(th, NULL) == 0);
         ERR(job.r, other[k].alloc);
-        if (job.p) OK(cuMemFreeHost(job.p));
         if (!other[k].alloc) launch_add(s, x, 1, 1); /* (an invalidated capture refuses more work) */
         ERR(cuStreamEndCapture(s, &g), other[k].alloc ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
         if (!other[k].alloc) OK(cuGraphDestroy(g));
+        if (job.p) OK(cuMemFreeHost(job.p)); /* after the capture: a free is unsafe beside a global one */
     }
     /* an event query (of an event outside the capture) in a global capture's thread: the same */
     CUevent outside;
