@@ -187,6 +187,10 @@ static void fc_graph_release(fc_graph *g)
 static CUresult fc_graph_destroy(CUgraph h, int kind)
 {
     if (!fc_obj_valid(h, kind)) return CUDA_ERROR_INVALID_VALUE;
+    if (kind == FC_OBJ_EXEC) { /* an exec's destruction is refused beside a global capture, a graph's not (the GPU's table) */
+        CUresult r = fc_capture_unsafe_check();
+        if (r) return r;
+    }
     fc_graph_release((fc_graph *)h); /* queued ops own copies: pending launches are unaffected */
     return CUDA_SUCCESS;
 }
