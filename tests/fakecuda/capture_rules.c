@@ -1,6 +1,7 @@
 /* capture_rules: which calls of one thread CUDA refuses, or lets break the capture, while another thread
  * captures on a non-blocking stream of the same context: in relaxed mode, as the library's builds capture,
- * and for comparison in the thread-local and global modes. The calling thread keeps the default (global)
+ * and for comparison in the thread-local and global modes; then the same on a blocking stream (the blk-
+ * rows), which work on the legacy stream synchronizes with. The calling thread keeps the default (global)
  * mode, as a program's threads do. Each round: thread A begins a capture on a new non-blocking stream and
  * captures a memset; thread B makes one call; A asks the capture's status, captures a second memset, ends
  * the capture, instantiates the graph, launches it and reads what it wrote. A call that has not returned
@@ -196,6 +197,20 @@ static CUresult c_other_capture_info(void)
     return cuStreamGetCaptureInfo(other, &st, NULL, NULL, NULL, NULL, NULL);
 }
 
+/* The library issues held work in the mode of the thread that issues it; these two ask whether the relaxed
+ * mode lets legacy-stream work pass beside a capture of a blocking stream (the blk- rows), where the global
+ * mode may not (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+static CUresult relaxed_call(CUresult (*call)(void))
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CK(cuThreadExchangeStreamCaptureMode(&m));
+    CUresult r = call();
+    CK(cuThreadExchangeStreamCaptureMode(&m));
+    return r;
+}
+static CUresult c_legacy_memset_relaxed(void) { return relaxed_call(c_legacy_memset); }
+static CUresult c_graph_launch_relaxed(void) { return relaxed_call(c_graph_launch); }
+
 /* Before a round: what the rounds before left (the halves made outside them) undone, then what this
  * round's call needs made. */
 static void tidy_round(CUresult (*call)(void))
@@ -279,6 +294,8 @@ static const struct {
     {"cuGraphInstantiate", c_instantiate_only},
     {"cuGraphExecDestroy", c_exec_destroy_only},
     {"cuGraphDestroy", c_graph_destroy_only},
+    {"cuMemsetD32Async(legacy,relaxed-B)", c_legacy_memset_relaxed},
+    {"cuGraphLaunch(legacy,relaxed-B)", c_graph_launch_relaxed},
     {"cuGraphExecMemsetNodeSetParams", c_graph_set_params},
     {"cuMemcpyHtoDAsync(legacy,pageable)", c_h2d_async},
     {"cuMemcpyDtoHAsync(legacy,pageable)", c_d2h_async},
@@ -316,10 +333,10 @@ static const char *status_name(CUstreamCaptureStatus s)
 }
 
 /* One round; returns 0, or 1 where the context is left with an error (the rest would mean nothing). */
-static int round_of(size_t i, CUstreamCaptureMode mode, const char *mode_name)
+static int round_of(size_t i, CUstreamCaptureMode mode, int blocking, const char *mode_name)
 {
     CUstream s;
-    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s, blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     CK(cuMemsetD32(dbuf, 0, 2));
     if (!dfree)
         CK(cuMemAlloc(&dfree, BYTES));
@@ -387,15 +404,20 @@ int main(void)
     CUDA_MEMSET_NODE_PARAMS p = memset_params(5);
     CK(cuGraphAddMemsetNode(&gnode, graph0, NULL, 0, &p, ctx));
     CK(cuGraphInstantiate(&gexec, graph0, 0));
+    /* blk-: A captures on a blocking stream, which the legacy stream synchronizes with (fifty-fifth session) */
     static const struct {
         CUstreamCaptureMode m;
+        int blocking;
         const char *name;
-    } modes[] = {{CU_STREAM_CAPTURE_MODE_RELAXED, "relaxed"},
-                 {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "thread-local"},
-                 {CU_STREAM_CAPTURE_MODE_GLOBAL, "global"}};
+    } modes[] = {{CU_STREAM_CAPTURE_MODE_RELAXED, 0, "relaxed"},
+                 {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 0, "thread-local"},
+                 {CU_STREAM_CAPTURE_MODE_GLOBAL, 0, "global"},
+                 {CU_STREAM_CAPTURE_MODE_RELAXED, 1, "blk-relaxed"},
+                 {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1, "blk-local"},
+                 {CU_STREAM_CAPTURE_MODE_GLOBAL, 1, "blk-global"}};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
         for (size_t i = 0; i < NCALLS; i++)
-            if (round_of(i, modes[m].m, modes[m].name))
+            if (round_of(i, modes[m].m, modes[m].blocking, modes[m].name))
                 return 2;
     return 0;
 }

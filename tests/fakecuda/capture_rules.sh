@@ -31,8 +31,9 @@ bad = [k for k in gpu if fake.get(k) != gpu[k]]
 for k in bad:
     print(f"< {gpu[k]}\n> {fake.get(k, '(no such row on fakecuda)')}")
 new = [" ".join(k) for k in fake if k not in gpu]
+more = f" and {len(new) - 8} more" if len(new) > 8 else ""
 print(f"rows: {len(gpu) - len(bad)} of the GPU's {len(gpu)} the same on fakecuda"
-      + (f"; not recorded on a GPU yet: {', '.join(new)}" if new else ""))
+      + (f"; {len(new)} not recorded on a GPU yet: {', '.join(new[:8])}{more}" if new else ""))
 sys.exit(1 if bad else 0)
 PY
     ) || {
