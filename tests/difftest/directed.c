@@ -385,6 +385,18 @@ static void t_memfree(int async)
     }
 }
 
+/* Round r's pattern, and a stream-ordered temporary that a launch adds into Y, freed right after that
+ * launch: the library holds the free back (the launch before it is held). */
+static void pattern_freed_temp(int r)
+{
+    CUdeviceptr t;
+    CK(cuMemAllocAsync(&t, N * 4, s1));
+    CK(cuMemsetD32Async(t, 0x3e800000u, N, s1));
+    pattern(s1, r);
+    CK(addto(s1, Y, t));
+    CK(cuMemFreeAsync(t, s1));
+}
+
 /* A stream-ordered free held in the middle of a round whose last call is an event record: after a sync
  * on the event, a query of the stream must find it done, as without the shim (the fake answers a query of
  * a stream position not yet done "not ready" the first time: FAKECUDA_QUERY_NOT_READY's rule, set here).
@@ -396,12 +408,7 @@ static void t_free_record(void)
     CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     fakecuda_set_query_not_ready(1);
     for (int r = 0; r < ROUNDS; r++) {
-        CUdeviceptr t;
-        CK(cuMemAllocAsync(&t, N * 4, s1));
-        CK(cuMemsetD32Async(t, 0x3e800000u, N, s1));
-        pattern(s1, r);
-        CK(addto(s1, Y, t));
-        CK(cuMemFreeAsync(t, s1)); /* held: the launch before it is */
+        pattern_freed_temp(r);
         CK(step(s1, X, 0.5f));
         CK(store(s1, P2, X));
         CK(cuEventRecord(ev, s1));
@@ -1146,12 +1153,7 @@ static void t_free_unseen_capture(void)
 {
     float h[OBS];
     for (int r = 0; r < ROUNDS; r++) {
-        CUdeviceptr t;
-        CK(cuMemAllocAsync(&t, N * 4, s1));
-        CK(cuMemsetD32Async(t, 0x3e800000u, N, s1));
-        pattern(s1, r);
-        CK(addto(s1, Y, t));
-        CK(cuMemFreeAsync(t, s1)); /* held: the launch before it is */
+        pattern_freed_temp(r);
         fakecuda_unseen_capture(1);
         CK(step(s1, X, 0.5f));
         memset(h, 0, sizeof(h));
