@@ -69,7 +69,10 @@ typedef struct {
  * of noise would have to hit both). Otherwise AG_PROFIT_SAMPLES probes are compared
  * by medians with the replays around them. Where eager was ahead by more than
  * 1/AG_PROFIT_MARGIN, and by more than the two kinds of runs lie from their medians (each the median
- * distance of its samples to it), the segment runs eager for a hold of sightings (twice as long each
+ * distance of its samples to it), and each probe set beside the replay just before it says so too (the
+ * median of those pairs' ratios ahead by the margin: a change of the host's speed in the middle of a
+ * series, which moves the medians of the recent replays and of the series' probes apart, moves both
+ * runs of a pair alike), the segment runs eager for a hold of sightings (twice as long each
  * time it loses again), then replays AG_PROFIT_SAMPLES times and is judged again against the hold's own
  * eager times. Noise that only now and then adds time moves neither the medians nor those distances;
  * a segment whose time is mostly a wait that varies from sighting to sighting (for another process, as
@@ -105,6 +108,8 @@ typedef struct {
     uint32_t quiet;    /* the next quiet stretch (0: AG_PROFIT_QUIET) */
     uint32_t hold, hold_left;
     uint32_t smin;     /* the fastest probe of the current series */
+    uint32_t last;     /* the last replay's time (ns) */
+    uint16_t ratio[AG_PROFIT_SAMPLES]; /* the current series' probes, each over the replay just before it (x1024) */
     uint32_t plain;    /* the fastest sighting run plain before the first replay (ns, 0: none, or used) */
 } ag_profit_t;
 

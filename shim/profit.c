@@ -39,15 +39,27 @@ static uint64_t spread(const uint32_t *ring, uint8_t n, uint64_t m)
     return median(d, n);
 }
 
+/* The median of the first n probes of the series, each over the replay just before it (x1024). */
+static uint64_t paired(const ag_profit_t *p, uint8_t n)
+{
+    uint32_t v[AG_PROFIT_SAMPLES];
+    for (int i = 0; i < n; i++)
+        v[i] = p->ratio[i];
+    return median(v, n);
+}
+
 /* Eager runs against replays, by medians: the replay loses where eager was ahead by the margin, and by
- * more than the two kinds of runs typically lie from their medians. */
+ * more than the two kinds of runs typically lie from their medians; at the end of a series, also where
+ * its probes were ahead of their neighbours by the margin, pair by pair (the median ratio). */
 static int judge(ag_profit_t *p)
 {
     uint64_t e = median(p->eag, p->neag), r = median(p->rep, p->nrep);
+    uint8_t n = p->series;
     p->series = 0;
     p->reps = 0;
     if (p->neag >= AG_PROFIT_SAMPLES / 2 && e * (AG_PROFIT_MARGIN + 1) < r * AG_PROFIT_MARGIN &&
-        r - e > spread(p->eag, p->neag, e) + spread(p->rep, p->nrep, r)) {
+        r - e > spread(p->eag, p->neag, e) + spread(p->rep, p->nrep, r) &&
+        (!n || paired(p, n) * (AG_PROFIT_MARGIN + 1) < 1024u * AG_PROFIT_MARGIN)) {
         p->hold = p->hold ? (p->hold * 2 > AG_PROFIT_HOLD_MAX ? AG_PROFIT_HOLD_MAX : p->hold * 2) : AG_PROFIT_HOLD;
         p->hold_left = p->hold;
         p->eager = 1;
@@ -83,6 +95,7 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
 {
     if (how == AG_RUN_REPLAYED) {
         push(p->rep, &p->nrep, &p->irep, ns);
+        p->last = clamp32(ns);
         if (p->eager)
             return 0;
         p->reps++;
@@ -123,6 +136,9 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
     p->attempts = 0;
     push(p->eag, &p->neag, &p->ieag, ns);
     uint32_t t = clamp32(ns);
+    uint64_t ratio = p->last ? (uint64_t)t * 1024 / p->last : 1024; /* (a probe follows replays: always one) */
+    if (p->series < AG_PROFIT_SAMPLES) /* (always: a series is judged at AG_PROFIT_SAMPLES) */
+        p->ratio[p->series] = (uint16_t)(ratio > UINT16_MAX ? UINT16_MAX : ratio);
     p->smin = p->series++ && p->smin < t ? p->smin : t;
     /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent;
      * or one, and the plain sighting before the replays, each by AG_PROFIT_CLEAR_ONE_PCT percent */
