@@ -29,8 +29,9 @@ extern ag_drv_t ag_drv;
 
 /* The shim's own calls that CUDA may count unsafe beside a stream capture (page-locked allocations, queries
  * of its own events, the creation of streams, events and executable graphs, their destruction), and the
- * program's stream-ordered frees that it held back and issues later, are made in the relaxed capture mode: a global capture that another thread of the program begins meanwhile neither
- * refuses them nor is invalidated by them. One can begin while the shim is in such a call: a capture's start is a barrier only
+ * program's stream-ordered frees that it held back and issues later, are made in the relaxed capture mode:
+ * a global capture that another thread of the program begins meanwhile neither refuses them nor is
+ * invalidated by them. One can begin while the shim is in such a call: a capture's start is a barrier only
  * for the engines that hold work, and an engine may be taking its first operation of a segment (whose
  * pinned staging buffer is being allocated) without holding any yet. ag_relaxed_begin returns the calling
  * thread's mode, for ag_relaxed_end to restore (nothing to restore where it was relaxed already). */
