@@ -29,14 +29,17 @@ static unsigned host[1024]; /* pageable */
 static CUevent ev;
 static CUstream other; /* a non-blocking stream of B's */
 
-static CUresult c_ctx_sync(void) { return cuCtxSynchronize(); }
-static CUresult c_free(void)
+/* r, with the handle h cleared where r says the call released it */
+static CUresult gone(CUresult r, void *h, size_t n)
 {
-    CUresult r = cuMemFree(dfree);
     if (r == CUDA_SUCCESS)
-        dfree = 0;
+        memset(h, 0, n);
     return r;
 }
+#define GONE(call, h) gone((call), &(h), sizeof(h))
+
+static CUresult c_ctx_sync(void) { return cuCtxSynchronize(); }
+static CUresult c_free(void) { return GONE(cuMemFree(dfree), dfree); }
 static CUresult c_alloc(void)
 {
     CUdeviceptr p;
@@ -89,26 +92,14 @@ static CUdeviceptr alloc_ptr; /* the same for cuMemAlloc */
 static void *pinned_ptr;      /* the same for cuMemAllocHost */
 static int host_registered;   /* host[] registered: by one round, unregistered by the next */
 static CUresult c_async_alloc_only(void) { return cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY); }
-static CUresult c_async_free_only(void)
-{
-    CUresult r = cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY);
-    if (r == CUDA_SUCCESS)
-        pool_ptr = 0;
-    return r;
-}
+static CUresult c_async_free_only(void) { return GONE(cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY), pool_ptr); }
 static CUresult c_register_only(void)
 {
     CUresult r = cuMemHostRegister(host, sizeof host, 0);
     host_registered = r == CUDA_SUCCESS;
     return r;
 }
-static CUresult c_unregister_only(void)
-{
-    CUresult r = cuMemHostUnregister(host);
-    if (r == CUDA_SUCCESS)
-        host_registered = 0;
-    return r;
-}
+static CUresult c_unregister_only(void) { return GONE(cuMemHostUnregister(host), host_registered); }
 static CUresult c_pointer_attr(void)
 {
     CUmemorytype t;
@@ -140,13 +131,7 @@ static CUgraphNode gnode;
 static CUgraphExec gexec;     /* graph0 instantiated */
 static CUresult c_alloc_only(void) { return cuMemAlloc(&alloc_ptr, BYTES); }
 static CUresult c_host_alloc_only(void) { return cuMemAllocHost(&pinned_ptr, BYTES); }
-static CUresult c_host_free_only(void)
-{
-    CUresult r = cuMemFreeHost(pinned_ptr);
-    if (r == CUDA_SUCCESS)
-        pinned_ptr = NULL;
-    return r;
-}
+static CUresult c_host_free_only(void) { return GONE(cuMemFreeHost(pinned_ptr), pinned_ptr); }
 static CUresult c_legacy_record_only(void) { return cuEventRecord(ev, CU_STREAM_LEGACY); }
 static CUresult c_event_sync(void) { return cuEventSynchronize(ev); }
 static CUresult c_legacy_wait(void) { return cuStreamWaitEvent(CU_STREAM_LEGACY, ev, 0); }
@@ -160,20 +145,8 @@ static CUresult c_graph_instantiate(void)
 static CUgraphExec exec_ptr;  /* made by one round (or before it), destroyed by it or the next */
 static CUgraph graph_ptr;     /* the same for a graph */
 static CUresult c_instantiate_only(void) { return cuGraphInstantiate(&exec_ptr, graph0, 0); }
-static CUresult c_exec_destroy_only(void)
-{
-    CUresult r = cuGraphExecDestroy(exec_ptr);
-    if (r == CUDA_SUCCESS)
-        exec_ptr = NULL;
-    return r;
-}
-static CUresult c_graph_destroy_only(void)
-{
-    CUresult r = cuGraphDestroy(graph_ptr);
-    if (r == CUDA_SUCCESS)
-        graph_ptr = NULL;
-    return r;
-}
+static CUresult c_exec_destroy_only(void) { return GONE(cuGraphExecDestroy(exec_ptr), exec_ptr); }
+static CUresult c_graph_destroy_only(void) { return GONE(cuGraphDestroy(graph_ptr), graph_ptr); }
 static CUDA_MEMSET_NODE_PARAMS memset_params(unsigned value)
 {
     CUDA_MEMSET_NODE_PARAMS p = {dbuf + 64, 0, value, 4, 1, 1};
@@ -215,40 +188,26 @@ static CUresult c_graph_launch_relaxed(void) { return relaxed_call(c_graph_launc
  * round's call needs made. */
 static void tidy_round(CUresult (*call)(void))
 {
-    if (pool_ptr && call != c_async_free_only) {
-        CK(cuMemFreeAsync(pool_ptr, CU_STREAM_LEGACY));
-        pool_ptr = 0;
-    }
-    if (host_registered && call != c_unregister_only) {
-        CK(cuMemHostUnregister(host));
-        host_registered = 0;
-    }
-    if (pinned_ptr && call != c_host_free_only) {
-        CK(cuMemFreeHost(pinned_ptr));
-        pinned_ptr = NULL;
-    }
-    if (alloc_ptr) {
-        CK(cuMemFree(alloc_ptr));
-        alloc_ptr = 0;
-    }
-    if (exec_ptr && call != c_exec_destroy_only) {
-        CK(cuGraphExecDestroy(exec_ptr));
-        exec_ptr = NULL;
-    }
-    if (graph_ptr && call != c_graph_destroy_only) {
-        CK(cuGraphDestroy(graph_ptr));
-        graph_ptr = NULL;
-    }
+    if (pool_ptr && call != c_async_free_only)
+        CK(c_async_free_only());
+    if (host_registered && call != c_unregister_only)
+        CK(c_unregister_only());
+    if (pinned_ptr && call != c_host_free_only)
+        CK(c_host_free_only());
+    if (alloc_ptr)
+        CK(GONE(cuMemFree(alloc_ptr), alloc_ptr));
+    if (exec_ptr && call != c_exec_destroy_only)
+        CK(c_exec_destroy_only());
+    if (graph_ptr && call != c_graph_destroy_only)
+        CK(c_graph_destroy_only());
     if (call == c_async_free_only && !pool_ptr)
-        CK(cuMemAllocAsync(&pool_ptr, BYTES, CU_STREAM_LEGACY));
-    if (call == c_unregister_only && !host_registered) {
-        CK(cuMemHostRegister(host, sizeof host, 0));
-        host_registered = 1;
-    }
+        CK(c_async_alloc_only());
+    if (call == c_unregister_only && !host_registered)
+        CK(c_register_only());
     if (call == c_host_free_only && !pinned_ptr)
-        CK(cuMemAllocHost(&pinned_ptr, BYTES));
+        CK(c_host_alloc_only());
     if (call == c_exec_destroy_only && !exec_ptr)
-        CK(cuGraphInstantiate(&exec_ptr, graph0, 0));
+        CK(c_instantiate_only());
     if (call == c_graph_destroy_only && !graph_ptr)
         CK(cuGraphCreate(&graph_ptr, 0));
 }

@@ -53,8 +53,9 @@
  *   thread begins meanwhile is one the allocation meets.
  * - Capture rules for potentially unsafe calls (allocations, frees, host registration, event and stream
  *   queries and syncs, an executable graph's instantiation and destruction: the GPU's table,
- *   tests/fakecuda/capture_rules.expected): where the calling thread's mode (cuThreadExchangeStreamCaptureMode) and an active capture forbid the call, it
- *   fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and that capture is invalidated, as in CUDA.
+ *   tests/fakecuda/capture_rules.expected): where the calling thread's mode
+ *   (cuThreadExchangeStreamCaptureMode) and an active capture forbid the call, it fails with
+ *   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and that capture is invalidated, as in CUDA.
  * - FAKECUDA_REUSE_HANDLES=1 gives the function handles of an unloaded module to the kernels of the
  *   modules loaded after it (a driver may reuse that memory), most recently unloaded first.
  * - FAKECUDA_NO_OWNER=1 makes cuFuncGetModule, cuKernelGetLibrary and cuLibraryGetModule fail, as a driver

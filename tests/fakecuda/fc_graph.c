@@ -187,7 +187,7 @@ static void fc_graph_release(fc_graph *g)
 static CUresult fc_graph_destroy(CUgraph h, int kind)
 {
     if (!fc_obj_valid(h, kind)) return CUDA_ERROR_INVALID_VALUE;
-    if (kind == FC_OBJ_EXEC) { /* an exec's destruction is refused beside a global capture, a graph's not (the GPU's table) */
+    if (kind == FC_OBJ_EXEC) { /* refused beside a global capture; a graph's destruction is not (the GPU's table) */
         CUresult r = fc_capture_unsafe_check();
         if (r) return r;
     }

@@ -355,8 +355,9 @@ void fc_capture_invalidate(fc_capture *c);
 /* Every capture under way is invalidated: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED where there was one. */
 CUresult fc_captures_break(void);
 /* A capture began (after its begin call, outside the fake's lock): where a context-wide call or a stream
- * sync waits for one (fakecuda_ctx_wide_await_capture, fakecuda_stream_sync_await_capture), it stays under way until that call has looked; where a hold is armed
- * (fakecuda_capture_hold), until the test releases it. */
+ * sync waits for one (fakecuda_ctx_wide_await_capture, fakecuda_stream_sync_await_capture), it stays under
+ * way until that call has looked; where a hold is armed (fakecuda_capture_hold), until the test releases
+ * it. */
 void fc_capture_began(void);
 /* Around a context-wide call (cuCtxSynchronize and its _v2, cuCtxRecordEvent, cuCtxWaitEvent) or a stream
  * sync, outside the fake's lock: the test's rendezvous, where armed for that kind of call. */
