@@ -2512,8 +2512,8 @@ AG_HOT static int enter_locked(void)
         settle(); /* the call passes to CUDA: after the job in flight */
         /* A call passed to the driver goes after what this engine still holds, whatever the reason: held
          * work is left only where another thread is changing the engine's state (autograph_pause stepping
-         * aside before it has issued it; a launch held between the barrier of the program's own capture and
-         * its count, which the capture's thread makes next: difftest.directed.capture_race; the exit). */
+         * aside before it has issued it; a launch held before the count of the program's own capture, whose
+         * barrier the capture's thread makes next: difftest.directed.capture_race; the exit). */
         if (E.npending && !E.disabled)
             barrier_in_ctx(pausing ? 0x9a05eULL : 0xca97ULL, FB_BARRIER);
         return 0;
@@ -2919,7 +2919,7 @@ static void each_engine(void (*fn)(void *), void *arg)
  * barrier): the engine of the calling thread's context (home) ends its segment, and every other engine
  * that holds work issues it (a thread of the program may have ordered that work before this call), one
  * lock at a time. */
-static void barrier_engines(struct engine *home, uint64_t kind, int reason)
+static void barrier_engines_(struct engine *home, uint64_t kind, int reason, int every)
 {
     struct engine *prev = eng;
     /* A context without an engine while the only one rests (none is made then): the resting engine
@@ -2928,13 +2928,18 @@ static void barrier_engines(struct engine *home, uint64_t kind, int reason)
         home = &engines[0];
     for (int i = 0, n = engine_count(); i < n; i++) {
         struct engine *e = &engines[i];
-        if (e != home && !holding(e))
+        if (e != home && !every && !holding(e))
             continue; /* holds nothing: its segment goes on */
         if (visit(i) && (e == home || E.npending))
             barrier_in_ctx(kind, reason);
         unvisit();
     }
     use(prev);
+}
+
+static void barrier_engines(struct engine *home, uint64_t kind, int reason)
+{
+    barrier_engines_(home, kind, reason, 0);
 }
 
 /* Event ev is recorded or waited for in engine `home` (NULL: in a context without one), or observed:
@@ -3427,7 +3432,11 @@ static void app_graph(ag_id_t id)
 static void engine_barrier(ag_id_t id)
 {
     int kind = ag_hook_kinds[id];
-    barrier_engines(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER);
+    /* The program's capture visits every engine under its lock, not only those seen holding work: a thread
+     * of another engine that took its lock before the capture was counted may be about to hold a call, which
+     * must reach the driver before the capture begins (the capture's stream may be that engine's context's,
+     * begun from another context: difftest.directed.legacy_capture). */
+    barrier_engines_(current_engine(0), 0xba77ULL + (uint64_t)id, FB_BARRIER, kind == AG_KIND_CAPTURE);
     if (kind == AG_KIND_GRAPH || kind == AG_KIND_CAPTURE)
         app_graph(id);
 }
@@ -3825,18 +3834,26 @@ void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
 
 int ag_engine_capture_counted(ag_id_t id)
 {
-    return count_capture(id);
+    /* A begin is counted before its barrier: from then on every engine passes its calls to the driver (each
+     * after what it held, enter_locked), and the barrier issues what was held before the count, so no work
+     * is held between the barrier and the capture and issued into it, where CUDA could refuse it (work of
+     * the legacy stream beside a blocking stream's capture, in every capture mode: capture_rules.expected's
+     * blk-* rows; relaxed frees do not help there). */
+    return strstr(ag_hook_names[id], "BeginCapture") ? count_capture(id) : 0;
 }
 
-void ag_engine_capture_failed(ag_id_t id, CUresult r, int counted)
+void ag_engine_capture_done(ag_id_t id, CUresult r, int counted)
 {
-    if (!counted)
+    if (strstr(ag_hook_names[id], "BeginCapture")) {
+        if (counted && r != CUDA_SUCCESS)
+            count_capture(AG_ID_cuStreamEndCapture); /* undone */
         return;
-    if (strstr(ag_hook_names[id], "BeginCapture"))
-        count_capture(AG_ID_cuStreamEndCapture); /* undone */
-    else if (r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
-        count_capture(AG_ID_cuStreamBeginCapture_v2); /* nothing ended: the wrong stream or thread (the capture
-                                                        * goes on, invalidated or not), or none going */
+    }
+    /* An end once the driver call returned: a call held meanwhile could be issued before the capture
+     * ended. Counted where it ended one (an error other than these: the wrong stream or thread, the
+     * capture goes on, invalidated or not; or none going) */
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+        count_capture(id);
 }
 
 static void exit_one(void *arg)

@@ -326,13 +326,14 @@ static inline void ag_bar_timed(ag_id_t id, uint64_t engine_ns, uint64_t driver_
     atomic_fetch_add_explicit(&b->engine_ns, engine_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->driver_ns, driver_ns, memory_order_relaxed);
 }
-/* The application's capture begins or ends (a capture hook's call, after the engines' barrier): counted
- * whether the engines run or are paused, as every engine must pass its calls while one lasts, whenever it
- * began. 1 where the count moved. */
+/* The application's capture begins (a capture hook's call, before the engines' barrier and the driver
+ * call): counted whether the engines run or are paused, as every engine must pass its calls while one
+ * lasts, whenever it began. 1 where the count moved (a begin); an end is counted once it returned
+ * (ag_engine_capture_done). */
 int ag_engine_capture_counted(ag_id_t id);
-/* The call counted did not begin a capture after all, or did not end one (CUDA's error r): the count goes
- * back where it moved (counted). */
-void ag_engine_capture_failed(ag_id_t id, CUresult r, int counted);
+/* The capture hook's driver call returned r: a begin counted (counted) that began nothing goes back, an end
+ * that ended a capture is counted now. */
+void ag_engine_capture_done(ag_id_t id, CUresult r, int counted);
 /* At exit: issues what is still deferred and stops deferring. */
 void ag_engine_exit(void);
 /* The CUPTI guard saw a driver call that no hook saw (on this thread, now, before it runs): deferred

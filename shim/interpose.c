@@ -27,8 +27,11 @@
     }
 
 /* A barrier: whatever the engine holds back is issued first (in order), then the call goes to the
- * driver; where the engine asked for it, how long the call blocked is weighed once it returns. A capture
- * that fails to begin is reported back so the engine does not wait for its end. */
+ * driver; where the engine asked for it, how long the call blocked is weighed once it returns. The
+ * program's capture is counted before the barrier when it begins (a call another thread makes meanwhile
+ * passes to the driver, after what was held: nothing held can be issued into the capture's time) and
+ * after the driver call when it ends; a capture that fails to begin is reported back so the engine does
+ * not wait for its end. */
 #define AG_BARRIER_(name, params, args, engine_call) AG_BARRIER_AROUND_(name, params, args, engine_call, , )
 /* ... with `before` and `after` (statements) right around the driver call. */
 #define AG_BARRIER_AROUND_(name, params, args, engine_call, before, after)                            \
@@ -41,10 +44,10 @@
         ag_hook_depth++;                                                                              \
         CUresult answer_ = CUDA_SUCCESS; /* the engine's own answer (an observing query) */          \
         uint64_t t0_ = ag_now_ns();                                                                   \
-        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
-            engine_call;                                                                              \
         int capture_ = ag_hook_kinds[AG_ID_##name] == AG_KIND_CAPTURE;                                \
         int counted_ = capture_ && ag_engine_capture_counted(AG_ID_##name);                           \
+        if (atomic_load_explicit(&ag_engine_on, memory_order_relaxed))                                \
+            engine_call;                                                                              \
         uint64_t t1_ = ag_now_ns();                                                                   \
         before;                                                                                       \
         CUresult r_ = answer_ != CUDA_SUCCESS ? answer_ : real_ ? real_ args : CUDA_ERROR_NOT_FOUND;  \
@@ -52,8 +55,8 @@
         uint64_t t2_ = ag_now_ns();                                                                   \
         ag_wait_done();                                                                               \
         ag_bar_timed(AG_ID_##name, t1_ - t0_ + (ag_now_ns() - t2_), t2_ - t1_);                        \
-        if (r_ != CUDA_SUCCESS && capture_)                                                           \
-            ag_engine_capture_failed(AG_ID_##name, r_, counted_);                                     \
+        if (capture_)                                                                                 \
+            ag_engine_capture_done(AG_ID_##name, r_, counted_);                                       \
         ag_hook_depth--;                                                                              \
         return r_;                                                                                    \
     }

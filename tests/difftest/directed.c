@@ -1142,9 +1142,8 @@ static void t_d2h_global_capture(void)
 }
 
 /* The program's stream-ordered free, held by the library behind the round's launches, is issued after a
- * global-mode capture began that no hook saw begin (fakecuda_unseen_capture: as one whose begin reached the
- * driver between the barrier the library made for it and its count, the window enter_locked names, or
- * before the watcher thread issues held work). CUDA refuses cuMemFreeAsync of a global-mode thread beside a
+ * global-mode capture began that no hook saw begin (fakecuda_unseen_capture: until the fifty-sixth session
+ * the library counted the program's capture after its barrier, and a free held in between met it so). CUDA refuses cuMemFreeAsync of a global-mode thread beside a
  * global capture and breaks that capture (the GPU's capture_rules table); the program's own free came
  * before the capture, so the library's must be issued in the relaxed mode. Until the fifty-fifth session it
  * was not: the free failed (logged, the memory lost) and the capture was broken (a different output). The
@@ -1823,6 +1822,130 @@ static void t_capture_window(void)
     observe(ROUNDS + 3, h, sizeof h);
 }
 
+/* The count of the program's capture before its barrier (engine.c, ag_engine_capture_counted), with the
+ * window held open as capture_window does. This thread (context A) marks each round on the legacy stream (a
+ * launch, the round's first operation, which its engine holds once it replays); a thread of a second context
+ * (legacy_capturer) holds the first launch of its replayed round, then, from context B, begins a relaxed
+ * capture of a blocking stream of context A: its barrier passes engine A (holding nothing yet) and issues
+ * the held launch, made to take 20 ms in the fake. 5 ms in, this thread makes its mark. CUDA refuses legacy
+ * work beside a blocking stream's capture in every mode, whatever the calling thread's mode
+ * (capture_rules.expected, blk-*), so a mark held then and issued once the capture began is lost, though its
+ * call returned success. Counted before the barrier, the capture makes the mark pass to the driver at once:
+ * issued before the capture begins, or refused at the call. Which of the two depends on timing (and differs
+ * between the plain run and the library's), so the output is the property alone: every mark whose call
+ * succeeded is on the device, and no other. With the count after the barrier (until the fifty-sixth
+ * session) the mark was held and lost in every run, the engine disabled. */
+#define LC_MARKS (ROUNDS + 3)
+static pthread_barrier_t lc_go, lc_done;
+static CUcontext lc_ctx_a, lc_ctx_b;
+static CUstream lc_s, lc_blk;
+static CUdeviceptr lc_buf, lc_cap;
+static dt_sum_t lc_sum = {DT_FNV_OFFSET, 0, 0, "legacy_capture"}; /* the other thread's calls, but its capture */
+static unsigned long long lc_launch_ns, lc_graph_ns;
+/* The capture (relaxed, as the rule holds in every mode): begun from context B, whose held launch its barrier
+ * issues; made in context A, the blocking stream's. Whether it breaks depends on timing (the other thread's
+ * mark may be refused beside it, and break it), so its calls are not part of the output. */
+static void legacy_capture_step(void)
+{
+    dt_sum_t cap = {DT_FNV_OFFSET, 0, 0, "legacy_capture's capture"};
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    pthread_mutex_lock(&cap_mu);
+    DT_CK(&cap, cuStreamBeginCapture(lc_blk, CU_STREAM_CAPTURE_MODE_RELAXED));
+    DT_CK(&lc_sum, cuCtxSetCurrent(lc_ctx_a));
+    DT_CK(&cap, step(lc_blk, lc_cap, 0.5f));
+    sleep_ns(50000000);
+    DT_CK(&cap, cuStreamEndCapture(lc_blk, &g));
+    pthread_mutex_unlock(&cap_mu);
+    if (g) {
+        DT_CK(&cap, cuGraphInstantiateWithFlags(&ge, g, 0));
+        DT_CK(&cap, cuGraphLaunch(ge, lc_blk));
+        DT_CK(&cap, cuStreamSynchronize(lc_blk));
+        DT_CK(&cap, cuGraphExecDestroy(ge));
+        DT_CK(&cap, cuGraphDestroy(g));
+    }
+    DT_CK(&lc_sum, cuCtxSetCurrent(lc_ctx_b));
+}
+static void *legacy_capturer(void *arg)
+{
+    (void)arg;
+    if (cuCtxSetCurrent(lc_ctx_b) != CUDA_SUCCESS) return (void *)1;
+    for (int r = 0; r < LC_MARKS; r++) {
+        pthread_barrier_wait(&lc_go);
+        if (r == ROUNDS)
+            fakecuda_set_host_costs(20000000, lc_graph_ns); /* 20 ms a launch, until the other thread resets it */
+        for (int i = 0; i < CW_LAUNCHES; i++) {
+            DT_CK(&lc_sum, i % 2 ? addto(lc_s, lc_buf, lc_buf) : step(lc_s, lc_buf, 0.125f * (float)(r + i)));
+            if (r == ROUNDS && i == 0)
+                legacy_capture_step();
+        }
+        DT_CK(&lc_sum, cuStreamSynchronize(lc_s));
+        pthread_barrier_wait(&lc_done);
+    }
+    return NULL;
+}
+
+static void t_legacy_capture(void)
+{
+    pthread_t th;
+    CUdeviceptr marks;
+    int ok[LC_MARKS];
+    fakecuda_get_host_costs(&lc_launch_ns, &lc_graph_ns);
+    CK(cuCtxGetCurrent(&lc_ctx_a));
+    CK(step(s1, X, 0.5f)); /* this context's engine is the first one, visited first by every barrier */
+    CK(cuStreamSynchronize(s1));
+    CK(cuStreamCreate(&lc_blk, CU_STREAM_DEFAULT));
+    CK(cuMemAlloc(&lc_cap, N * 4));
+    CK(cuMemsetD32(lc_cap, 0, N));
+    CK(cuMemAlloc(&marks, LC_MARKS * N * 4));
+    CK(cuMemsetD32(marks, 0, LC_MARKS * N));
+    if (!second_context(&lc_ctx_b, &lc_s, &lc_go, &lc_done, legacy_capturer, &th))
+        return;
+    CK(cuCtxSetCurrent(lc_ctx_b));
+    CK(cuMemAlloc(&lc_buf, N * 4));
+    CK(cuMemsetD32(lc_buf, 0, N));
+    CK(cuCtxSetCurrent(lc_ctx_a));
+    for (int r = 0; r < LC_MARKS; r++) {
+        pthread_barrier_wait(&lc_go);
+        if (r == ROUNDS)
+            sleep_ns(5000000);
+        CUresult m = step(CU_STREAM_LEGACY, marks + (CUdeviceptr)r * N * 4, 1.0f);
+        ok[r] = m == CUDA_SUCCESS;
+        S.errors += m != CUDA_SUCCESS && m != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        if (r == ROUNDS) {
+            sleep_ns(35000000);
+            fakecuda_set_host_costs(lc_launch_ns, lc_graph_ns);
+        }
+        CK(step(s1, X, 0.01f * (float)r)); /* non-blocking: allowed beside the capture */
+        CK(addto(s1, Y, X));
+        CK(store(s1, P2, Y));
+        CK(stream_sync(s1)); /* after the other thread's capture (cap_mu) */
+        CK(stream_sync(CU_STREAM_LEGACY));
+        observe(r, P2, OBS * 4);
+        pthread_barrier_wait(&lc_done);
+    }
+    int kept = 1;
+    for (int r = 0; r < LC_MARKS; r++) {
+        float h = 0;
+        CK(cuMemcpyDtoH(&h, marks + (CUdeviceptr)r * N * 4, sizeof h));
+        if ((h != 0) != ok[r]) {
+            fprintf(stderr, "legacy_capture: round %d's mark %s, its call %s\n", r, h != 0 ? "made" : "lost",
+                    ok[r] ? "succeeded" : "refused");
+            kept = 0;
+        }
+    }
+    observe(LC_MARKS, &kept, sizeof kept);
+    CK(cuCtxSetCurrent(lc_ctx_b));
+    CK(cuMemFree(lc_buf));
+    CK(cuCtxSetCurrent(lc_ctx_a));
+    end_second_context(th, lc_ctx_b, lc_s);
+    CK(cuMemFree(marks));
+    CK(cuMemFree(lc_cap));
+    CK(cuStreamDestroy(lc_blk));
+    S.errors += lc_sum.errors;
+    S.hash = dt_fnv_u64(S.hash, lc_sum.hash);
+}
+
 /* Four threads, a context each, all at once: each runs its own repeating work with allocations and
  * frees in the middle (barriers that issue the other engines' held work, at times the threads' race
  * decides), event and stream syncs of its own, and reads its results through pinned memory. The results
@@ -2419,6 +2542,7 @@ int main(int argc, char **argv)
     else if (!strcmp(n, "capture_wrong_thread")) t_capture_wrong_thread();
     else if (!strcmp(n, "capture_staging")) t_capture_staging();
     else if (!strcmp(n, "capture_window")) t_capture_window();
+    else if (!strcmp(n, "legacy_capture")) t_legacy_capture();
     else if (!strcmp(n, "exit_nosync")) t_exit_nosync();
     else if (!strcmp(n, "launch_error")) t_launch_error();
     else if (!strcmp(n, "other_context")) t_other_context();

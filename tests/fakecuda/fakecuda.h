@@ -184,8 +184,9 @@ void fakecuda_ctx_wide_await_capture(unsigned ms);
 void fakecuda_stream_sync_await_capture(unsigned ms);
 int fakecuda_ctx_wide_awaiting(void);
 /* A global-mode capture under way that the program's threads did not begin through the driver API, so
- * that no hook saw it begin (as one whose cuStreamBeginCapture reached the driver between the barrier the
- * library made for it and its count: engine.c, enter_locked): on 1 begins it, on 0 ends it. While it is
+ * that no hook saw it begin (the library counts a capture before the barrier it makes for it, so held work
+ * cannot otherwise meet one; this stands for any that it did not order, as a last line): on 1 begins it,
+ * on 0 ends it. While it is
  * under way, the potentially unsafe calls of threads in the global mode are refused and break it, and
  * context-wide calls in any mode. Returns 1 where it was under way and broken. */
 int fakecuda_unseen_capture(int on);

@@ -142,7 +142,10 @@ static CUresult fc_mem_alloc_async(CUdeviceptr *dptr, size_t n, CUstream h, int 
     CUresult r = fc_stream_resolve(h, ptds, &s);
     if (r) return r;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED; /* no mem-alloc graph nodes in the fake */
-    r = fc_capture_unsafe_check(); /* on a stream that does not capture: as cuMemAlloc (the GPU's table) */
+    /* on a stream that does not capture: the legacy stream's rule first, then as cuMemAlloc (the GPU's
+     * table: IMPLICIT beside a blocking stream's capture, whatever the mode) */
+    if ((r = fc_legacy_capture_check(s, 1))) return r;
+    r = fc_capture_unsafe_check();
     if (r) return r;
     size_t mapped = (n + 4095) & ~(size_t)4095;
     if (fc_g.pool_limit && (mapped < n || fc_g.pool_in_use + mapped > fc_g.pool_limit))
@@ -168,7 +171,9 @@ static CUresult fc_mem_free_async(CUdeviceptr p, CUstream h, int ptds)
     if (!a || a->base != (uintptr_t)p || a->kind != FC_PTR_DEVICE || a->free_pending)
         return CUDA_ERROR_INVALID_VALUE;
     if (s->cap) return CUDA_ERROR_NOT_SUPPORTED;
-    r = fc_capture_unsafe_check(); /* on a stream that does not capture: as cuMemFree (the GPU's table) */
+    /* on a stream that does not capture: the legacy stream's rule first, then as cuMemFree (the GPU's table) */
+    if ((r = fc_legacy_capture_check(s, 1))) return r;
+    r = fc_capture_unsafe_check();
     if (r) return r;
     fc_op *op = fc_op_new(FC_OP_FREE);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;

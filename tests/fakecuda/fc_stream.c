@@ -90,22 +90,17 @@ static int fc_op_add_dep(fc_op *op, fc_stream *s, uint64_t seq)
 
 static int fc_blocking(const fc_stream *s) { return !s->legacy && !(s->flags & CU_STREAM_NON_BLOCKING); }
 
-static int fc_cap_prohibits(const fc_capture *c)
-{
-    if (!c->active || c->mode == CU_STREAM_CAPTURE_MODE_RELAXED) return 0;
-    if (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && !pthread_equal(c->thread, pthread_self())) return 0;
-    return 1;
-}
-
 /* The legacy stream synchronizes with every blocking stream, so touching it while a blocking
- * stream captures would add an implicit dependency on the capture. */
+ * stream captures would add an implicit dependency on the capture: refused, and the capture broken, in
+ * every capture mode and whatever the calling thread's mode (the GPU's table, capture_rules.expected:
+ * the blk-* rows, relaxed-B among them). */
 CUresult fc_legacy_capture_check(fc_stream *s, int invalidate)
 {
-    if (!s->legacy || fc_tl_capmode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+    if (!s->legacy) return CUDA_SUCCESS;
     CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < fc_g.ncaps; i++) {
         fc_capture *c = fc_g.caps[i];
-        if (!fc_cap_prohibits(c)) continue;
+        if (!c->active) continue;
         for (size_t j = 0; j < c->nstreams; j++)
             if (fc_blocking(c->streams[j]) && c->streams[j]->cap == c) {
                 if (invalidate) fc_capture_invalidate(c);
