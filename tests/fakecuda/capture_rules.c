@@ -171,8 +171,9 @@ static CUresult c_other_capture_info(void)
 }
 
 /* The library issues held work in the mode of the thread that issues it; these two ask whether the relaxed
- * mode lets legacy-stream work pass beside a capture of a blocking stream (the blk- rows), where the global
- * mode may not (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+ * mode lets legacy-stream work pass beside a capture of a blocking stream (the blk- rows). It does not (an
+ * H100, fifty-sixth session): CUDA_ERROR_STREAM_CAPTURE_IMPLICIT in every mode, so the library keeps held
+ * work from meeting such a capture instead (engine.c, ag_engine_capture_counted). */
 static CUresult relaxed_call(CUresult (*call)(void))
 {
     CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
