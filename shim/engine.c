@@ -3852,7 +3852,8 @@ void ag_engine_capture_done(ag_id_t id, CUresult r, int counted)
     /* An end once the driver call returned: a call held meanwhile could be issued before the capture
      * ended. Counted where it ended one (an error other than these: the wrong stream or thread, the
      * capture goes on, invalidated or not; or none going) */
-    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+        r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
         count_capture(id);
 }
 

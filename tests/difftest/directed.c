@@ -1143,11 +1143,12 @@ static void t_d2h_global_capture(void)
 
 /* The program's stream-ordered free, held by the library behind the round's launches, is issued after a
  * global-mode capture began that no hook saw begin (fakecuda_unseen_capture: until the fifty-sixth session
- * the library counted the program's capture after its barrier, and a free held in between met it so). CUDA refuses cuMemFreeAsync of a global-mode thread beside a
- * global capture and breaks that capture (the GPU's capture_rules table); the program's own free came
- * before the capture, so the library's must be issued in the relaxed mode. Until the fifty-fifth session it
- * was not: the free failed (logged, the memory lost) and the capture was broken (a different output). The
- * blocking read that issues the held work is allowed beside a global capture. */
+ * the library counted the program's capture after its barrier, and a free held in between met it so).
+ * CUDA refuses cuMemFreeAsync of a global-mode thread beside a global capture and breaks that capture (the
+ * GPU's capture_rules table); the program's own free came before the capture, so the library's must be
+ * issued in the relaxed mode. Until the fifty-fifth session it was not: the free failed (logged, the
+ * memory lost) and the capture was broken (a different output). The blocking read that issues the held
+ * work is allowed beside a global capture. */
 static void t_free_unseen_capture(void)
 {
     float h[OBS];
@@ -1755,6 +1756,25 @@ static CUstream cw_s;
 static CUdeviceptr cw_buf, cw_cap;
 static dt_sum_t cw_sum = {DT_FNV_OFFSET, 0, 0, "capture_window"}; /* the other thread's calls */
 static unsigned long long cw_launch_ns, cw_graph_ns;
+/* A round of a thread that holds a window open (capture_window, legacy_capture): CW_LAUNCHES launches on s,
+ * synced; in round ROUNDS a launch costs 20 ms in the fake (until the other thread resets it), and
+ * capture(arg) comes right after the first launch, which the engine holds. */
+static void window_round(dt_sum_t *sum, CUstream s, CUdeviceptr buf, int r, unsigned long long graph_ns,
+                         void (*capture)(void *), void *arg)
+{
+    if (r == ROUNDS)
+        fakecuda_set_host_costs(20000000, graph_ns);
+    for (int i = 0; i < CW_LAUNCHES; i++) {
+        DT_CK(sum, i % 2 ? addto(s, buf, buf) : step(s, buf, 0.125f * (float)(r + i)));
+        if (r == ROUNDS && i == 0)
+            capture(arg);
+    }
+    DT_CK(sum, cuStreamSynchronize(s));
+}
+static void window_capture(void *sc)
+{
+    capture_step(&cw_sum, (CUstream)sc, cw_cap, 50000000);
+}
 static void *window_thread(void *arg)
 {
     (void)arg;
@@ -1763,14 +1783,7 @@ static void *window_thread(void *arg)
     DT_CK(&cw_sum, cuStreamCreate(&sc, CU_STREAM_NON_BLOCKING));
     for (int r = 0; r < ROUNDS + 3; r++) {
         pthread_barrier_wait(&cw_go);
-        if (r == ROUNDS)
-            fakecuda_set_host_costs(20000000, cw_graph_ns); /* 20 ms a launch, until the other thread resets it */
-        for (int i = 0; i < CW_LAUNCHES; i++) {
-            DT_CK(&cw_sum, i % 2 ? addto(cw_s, cw_buf, cw_buf) : step(cw_s, cw_buf, 0.125f * (float)(r + i)));
-            if (r == ROUNDS && i == 0)
-                capture_step(&cw_sum, sc, cw_cap, 50000000);
-        }
-        DT_CK(&cw_sum, cuStreamSynchronize(cw_s));
+        window_round(&cw_sum, cw_s, cw_buf, r, cw_graph_ns, window_capture, sc);
         pthread_barrier_wait(&cw_done);
     }
     DT_CK(&cw_sum, cuStreamDestroy(sc));
@@ -1840,13 +1853,14 @@ static pthread_barrier_t lc_go, lc_done;
 static CUcontext lc_ctx_a, lc_ctx_b;
 static CUstream lc_s, lc_blk;
 static CUdeviceptr lc_buf, lc_cap;
-static dt_sum_t lc_sum = {DT_FNV_OFFSET, 0, 0, "legacy_capture"}; /* the other thread's calls, but its capture */
+static dt_sum_t lc_sum = {DT_FNV_OFFSET, 0, 0, "legacy_capture"}; /* the other thread's, but its capture's */
 static unsigned long long lc_launch_ns, lc_graph_ns;
 /* The capture (relaxed, as the rule holds in every mode): begun from context B, whose held launch its barrier
  * issues; made in context A, the blocking stream's. Whether it breaks depends on timing (the other thread's
  * mark may be refused beside it, and break it), so its calls are not part of the output. */
-static void legacy_capture_step(void)
+static void legacy_capture_step(void *arg)
 {
+    (void)arg;
     dt_sum_t cap = {DT_FNV_OFFSET, 0, 0, "legacy_capture's capture"};
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
@@ -1872,14 +1886,7 @@ static void *legacy_capturer(void *arg)
     if (cuCtxSetCurrent(lc_ctx_b) != CUDA_SUCCESS) return (void *)1;
     for (int r = 0; r < LC_MARKS; r++) {
         pthread_barrier_wait(&lc_go);
-        if (r == ROUNDS)
-            fakecuda_set_host_costs(20000000, lc_graph_ns); /* 20 ms a launch, until the other thread resets it */
-        for (int i = 0; i < CW_LAUNCHES; i++) {
-            DT_CK(&lc_sum, i % 2 ? addto(lc_s, lc_buf, lc_buf) : step(lc_s, lc_buf, 0.125f * (float)(r + i)));
-            if (r == ROUNDS && i == 0)
-                legacy_capture_step();
-        }
-        DT_CK(&lc_sum, cuStreamSynchronize(lc_s));
+        window_round(&lc_sum, lc_s, lc_buf, r, lc_graph_ns, legacy_capture_step, NULL);
         pthread_barrier_wait(&lc_done);
     }
     return NULL;

@@ -4,8 +4,8 @@
 # the issuer building, patching and launching graphs while the program goes on, a second thread launching
 # into the same stream (autograd), an observer thread querying held records, two contexts, a thread
 # capturing graphs of its own beside one that launches (difftest.directed.capture_race, capture_staging,
-# capture_window), threads allocating stream-ordered memory at once (async_threads), contexts made and
-# destroyed in two threads (ctx_cycle_threads), a context-wide event record or sync beside the builds
+# capture_window, legacy_capture), threads allocating stream-ordered memory at once (async_threads),
+# contexts made and destroyed in two threads (ctx_cycle_threads), a context-wide event record or sync beside the builds
 # (ctx_event_capture, ctx_sync_capture, ctx_sync_waits), and random programs. Each must print the same output as without the shim and ThreadSanitizer must report no race
 # (it makes the run exit 66); tests/tsan/suppressions.txt lists the reads the shim makes without its lock
 # on purpose. Exit code 77 (skipped) where the compiler cannot build with -fsanitize=thread, or where
@@ -51,6 +51,8 @@ run bash "$D" "$b" 2400 60 --farquery
 # go on, queries answered "not ready" until the device gets there (the programs poll them)
 FAKECUDA_DEVICE_NS=2000 FAKECUDA_GRAPH_DEVICE_NS=1000 run bash "$D" "$b" 5200 60 --poll
 run bash "$D" "$b" --directed capture_race
+# a capture counted before its barrier, begun from another context while a thread launches (legacy_capture)
+run bash "$D" "$b" --directed legacy_capture
 # three threads of one context allocating and freeing stream-ordered memory at once (the engine's set of
 # those allocations, written at each allocation and read at each free, from every thread)
 run bash "$D" "$b" --directed async_threads
