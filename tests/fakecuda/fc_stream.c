@@ -93,7 +93,8 @@ static int fc_blocking(const fc_stream *s) { return !s->legacy && !(s->flags & C
 /* The legacy stream synchronizes with every blocking stream, so touching it while a blocking
  * stream captures would add an implicit dependency on the capture: refused, and the capture broken, in
  * every capture mode and whatever the calling thread's mode (the GPU's table, capture_rules.expected:
- * the blk-* rows, relaxed-B among them). */
+ * the blk-* rows, relaxed-B among them). The fake has one legacy stream for every context, so it refuses
+ * too where the capture is another context's (stricter than CUDA, whose legacy stream is per context). */
 CUresult fc_legacy_capture_check(fc_stream *s, int invalidate)
 {
     if (!s->legacy) return CUDA_SUCCESS;
