@@ -3138,8 +3138,17 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
     tl_may_wait = 0;
     const void *stage = E.copyout;
     E.copyout = NULL;
-    if (stage)
+    /* On the legacy stream the wait is for an event recorded here, under the lock: a capture of a blocking
+     * stream that another thread begins once the lock is left would refuse a sync of the legacy stream,
+     * in every mode, and break (capture_rules.expected, blk-*), where the program's copy, made before it,
+     * succeeds; an event sync is not legacy-stream work (difftest.directed.d2h_blocking_capture). */
+    CUevent wait_ev = NULL;
+    if (stage) {
         E.copies_out++;
+        if (o.stream == CU_STREAM_LEGACY && (wait_ev = ag_thread_wait_event()) != NULL &&
+            REAL(cuEventRecord)(wait_ev, o.stream) != CUDA_SUCCESS)
+            wait_ev = NULL;
+    }
     leave();
     CUresult r;
     if (!stage) {
@@ -3147,11 +3156,12 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
     } else {
         /* The graph copied into this thread's staging buffer; CUDA would have returned once the bytes
          * are in the destination, and so do we. The sync is ours, not the program's: made in the relaxed
-         * mode, since CUDA refuses a stream sync (and breaks the capture) where another thread captures
-         * in the global mode, as it does not refuse the program's blocking copy (capture_rules.expected). */
+         * mode, since CUDA refuses a stream or event sync (and breaks the capture) where another thread
+         * captures in the global mode, as it does not refuse the program's blocking copy
+         * (capture_rules.expected). */
         uint64_t t0 = ag_now_ns();
         CUstreamCaptureMode mode = ag_relaxed_begin();
-        r = REAL(cuStreamSynchronize)(o.stream);
+        r = wait_ev ? REAL(cuEventSynchronize)(wait_ev) : REAL(cuStreamSynchronize)(o.stream);
         ag_relaxed_end(mode);
         if (r == CUDA_SUCCESS) {
             memcpy(c->dst, stage, c->n);

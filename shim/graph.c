@@ -140,6 +140,11 @@ struct ag_graph {
                        * waits for their earlier work (the others, unknown, are waited for through events) */
 };
 
+/* A thread's blocking-read buffer and the event it waits on (a CUevent; either may be NULL until made) */
+struct thread_stage {
+    void *buf;
+    CUevent ev;
+};
 static struct {
     CUcontext ctx;
     CUstream cap_stream;
@@ -166,9 +171,9 @@ static struct {
     /* patched nodes by kind (kernel, memset, copy), and the host time of their driver calls (ns) */
     uint64_t patched_by[3], patch_drv_ns[3];
     size_t mem; /* device memory of the live execs, as far as cuMemGetInfo shows it */
-    /* blocking-read buffers of exited threads, for the next thread (under spare_lock), and how many
-     * this engine ever allocated */
-    void **spare;
+    /* blocking-read buffers and events of exited threads, for the next thread (under spare_lock), and how
+     * many buffers this engine ever allocated */
+    struct thread_stage *spare;
     uint32_t nspare, cap_spare;
     uint64_t thread_stages;
     uint64_t mixing_legacy; /* graphs built over the legacy stream and created streams */
@@ -234,36 +239,50 @@ static int capture_resources(int n)
 }
 
 /* The calling thread's pinned buffer for a blocking device-to-host copy that ends a graph: the thread
- * waits for that copy itself, outside the engine lock, so the buffer is never shared. Kept while the
- * thread lives; at its exit the buffer goes to the engine's spares, for the next thread that needs one
- * (a program that starts a thread per step or per request holds as many buffers as it has such threads
- * at once, not one per thread it ever started). */
-static AG_TLS void *tls_stage[AG_MAX_ENGINES]; /* one per engine: allocated in its context, gone with it */
-static AG_TLS unsigned tls_stage_gen[AG_MAX_ENGINES]; /* the engine's life (G.gen) it was allocated in */
+ * waits for that copy itself, outside the engine lock, so the buffer is never shared; and the event it
+ * waits on where the copy's stream is the legacy one. Kept while the thread lives; at its exit they go to
+ * the engine's spares, for the next thread that needs them (a program that starts a thread per step or per
+ * request holds as many as it has such threads at once, not one per thread it ever started). */
+static AG_TLS struct thread_stage tls_stage[AG_MAX_ENGINES]; /* per engine: made in its context, gone with it */
+static AG_TLS unsigned tls_stage_gen[AG_MAX_ENGINES]; /* the engine's life (G.gen) they were made in */
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf: taken under no other lock but E's */
 
-void *ag_thread_staging(void)
+static struct thread_stage *thread_stage(void)
 {
     size_t i = (size_t)(gcur - Gs);
-    void **st = &tls_stage[i];
-    if (*st && tls_stage_gen[i] != G.gen)
-        *st = NULL; /* an earlier context's, freed with it */
+    struct thread_stage *st = &tls_stage[i];
+    if (tls_stage_gen[i] != G.gen)
+        *st = (struct thread_stage){NULL, NULL}; /* an earlier context's, gone with it */
     tls_stage_gen[i] = G.gen;
-    if (!*st) {
+    if (!st->buf && !st->ev) {
         pthread_mutex_lock(&spare_lock);
         if (G.nspare)
             *st = G.spare[--G.nspare];
         pthread_mutex_unlock(&spare_lock);
     }
-    if (!*st) {
+    return st;
+}
+
+void *ag_thread_staging(void)
+{
+    struct thread_stage *st = thread_stage();
+    if (!st->buf) {
         CUstreamCaptureMode mode = ag_relaxed_begin();
-        if (REAL(cuMemAllocHost_v2)(st, AG_D2H_STAGING_MAX) == CUDA_SUCCESS)
+        if (REAL(cuMemAllocHost_v2)(&st->buf, AG_D2H_STAGING_MAX) == CUDA_SUCCESS)
             G.thread_stages++;
         else
-            *st = NULL;
+            st->buf = NULL;
         ag_relaxed_end(mode);
     }
-    return *st;
+    return st->buf;
+}
+
+CUevent ag_thread_wait_event(void)
+{
+    struct thread_stage *st = thread_stage();
+    if (!st->ev && make_event(&st->ev) != 0)
+        st->ev = NULL;
+    return st->ev;
 }
 
 /* Only the pointers move: an engine whose context ended (its buffers freed with it) hands out no spares
@@ -273,21 +292,21 @@ void *ag_thread_staging(void)
 void ag_graph_thread_exit(void)
 {
     for (int i = 0; i < AG_MAX_ENGINES; i++) {
-        if (!tls_stage[i])
+        if (!tls_stage[i].buf && !tls_stage[i].ev)
             continue;
         pthread_mutex_lock(&spare_lock);
         if (tls_stage_gen[i] != Gs[i].gen) {
             /* freed with its context */
         } else if (Gs[i].nspare == Gs[i].cap_spare) {
             uint32_t cap = Gs[i].cap_spare ? 2 * Gs[i].cap_spare : 4;
-            void **p = realloc(Gs[i].spare, sizeof *p * cap);
+            struct thread_stage *p = realloc(Gs[i].spare, sizeof *p * cap);
             if (p)
                 Gs[i].spare = p, Gs[i].cap_spare = cap;
         }
         if (tls_stage_gen[i] == Gs[i].gen && Gs[i].nspare < Gs[i].cap_spare)
             Gs[i].spare[Gs[i].nspare++] = tls_stage[i];
         pthread_mutex_unlock(&spare_lock);
-        tls_stage[i] = NULL;
+        tls_stage[i] = (struct thread_stage){NULL, NULL};
     }
 }
 
@@ -462,7 +481,7 @@ void ag_graph_retire(void)
     }
     free(G.graphs);
     pthread_mutex_lock(&spare_lock);
-    free(G.spare); /* (the buffers went with the context) */
+    free(G.spare); /* (the buffers and events went with the context) */
     unsigned gen = G.gen + 1;
     memset(gcur, 0, sizeof *gcur);
     G.gen = gen;
