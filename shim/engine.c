@@ -3138,15 +3138,15 @@ static CUresult d2h_common(const dcall_t *c, int async, int into)
     tl_may_wait = 0;
     const void *stage = E.copyout;
     E.copyout = NULL;
-    /* On the legacy stream the wait is for an event recorded here, under the lock: a capture of a blocking
-     * stream that another thread begins once the lock is left would refuse a sync of the legacy stream,
-     * in every mode, and break (capture_rules.expected, blk-*), where the program's copy, made before it,
-     * succeeds; an event sync is not legacy-stream work (difftest.directed.d2h_blocking_capture). */
+    /* The wait is for an event recorded here, under the lock (the stream's work up to the copy, no later):
+     * a capture of a blocking stream that another thread begins once the lock is left would refuse a
+     * sync of the legacy stream, in every mode, and break (capture_rules.expected, blk-*), where the
+     * program's copy, made before it, succeeds; an event sync is no stream's work
+     * (difftest.directed.d2h_blocking_capture). Without an event, the stream is synced. */
     CUevent wait_ev = NULL;
     if (stage) {
         E.copies_out++;
-        if (o.stream == CU_STREAM_LEGACY && (wait_ev = ag_thread_wait_event()) != NULL &&
-            REAL(cuEventRecord)(wait_ev, o.stream) != CUDA_SUCCESS)
+        if ((wait_ev = ag_thread_wait_event()) != NULL && REAL(cuEventRecord)(wait_ev, o.stream) != CUDA_SUCCESS)
             wait_ev = NULL;
     }
     leave();

@@ -240,7 +240,7 @@ static int capture_resources(int n)
 
 /* The calling thread's pinned buffer for a blocking device-to-host copy that ends a graph: the thread
  * waits for that copy itself, outside the engine lock, so the buffer is never shared; and the event it
- * waits on where the copy's stream is the legacy one. Kept while the thread lives; at its exit they go to
+ * waits on. Kept while the thread lives; at its exit they go to
  * the engine's spares, for the next thread that needs them (a program that starts a thread per step or per
  * request holds as many as it has such threads at once, not one per thread it ever started). */
 static AG_TLS struct thread_stage tls_stage[AG_MAX_ENGINES]; /* per engine: made in its context, gone with it */

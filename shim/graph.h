@@ -79,7 +79,7 @@ void ag_stage_done(void);
 /* The calling thread's staging buffer for a blocking device-to-host copy (AG_D2H_STAGING_MAX bytes). */
 void *ag_thread_staging(void);
 /* The calling thread's event in the current engine (made where it has none; NULL where that fails): it
- * waits on it for a blocking read whose stream is the legacy one (engine.c, d2h). */
+ * waits on it for a replayed blocking read (engine.c, d2h_common). */
 CUevent ag_thread_wait_event(void);
 /* The calling thread exits: its staging buffers go to their engines' spares (no engine lock needed). */
 void ag_graph_thread_exit(void);

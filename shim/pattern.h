@@ -109,7 +109,7 @@ typedef struct {
     uint32_t hold, hold_left;
     uint32_t smin;     /* the fastest probe of the current series */
     uint32_t last;     /* the last replay's time (ns) */
-    uint16_t ratio[AG_PROFIT_SAMPLES]; /* the current series' probes, each over the replay just before it (x1024) */
+    uint32_t ratio[AG_PROFIT_SAMPLES]; /* the current series' probes, each over the replay just before it (x1024) */
     uint32_t plain;    /* the fastest sighting run plain before the first replay (ns, 0: none, or used) */
 } ag_profit_t;
 

@@ -39,15 +39,6 @@ static uint64_t spread(const uint32_t *ring, uint8_t n, uint64_t m)
     return median(d, n);
 }
 
-/* The median of the first n probes of the series, each over the replay just before it (x1024). */
-static uint64_t paired(const ag_profit_t *p, uint8_t n)
-{
-    uint32_t v[AG_PROFIT_SAMPLES];
-    for (int i = 0; i < n; i++)
-        v[i] = p->ratio[i];
-    return median(v, n);
-}
-
 /* Eager runs against replays, by medians: the replay loses where eager was ahead by the margin, and by
  * more than the two kinds of runs typically lie from their medians; at the end of a series, also where
  * its probes were ahead of their neighbours by the margin, pair by pair (the median ratio). */
@@ -59,7 +50,7 @@ static int judge(ag_profit_t *p)
     p->reps = 0;
     if (p->neag >= AG_PROFIT_SAMPLES / 2 && e * (AG_PROFIT_MARGIN + 1) < r * AG_PROFIT_MARGIN &&
         r - e > spread(p->eag, p->neag, e) + spread(p->rep, p->nrep, r) &&
-        (!n || paired(p, n) * (AG_PROFIT_MARGIN + 1) < 1024u * AG_PROFIT_MARGIN)) {
+        (!n || median(p->ratio, n) * (AG_PROFIT_MARGIN + 1) < 1024u * AG_PROFIT_MARGIN)) {
         p->hold = p->hold ? (p->hold * 2 > AG_PROFIT_HOLD_MAX ? AG_PROFIT_HOLD_MAX : p->hold * 2) : AG_PROFIT_HOLD;
         p->hold_left = p->hold;
         p->eager = 1;
@@ -138,7 +129,7 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
     uint32_t t = clamp32(ns);
     uint64_t ratio = p->last ? (uint64_t)t * 1024 / p->last : 1024; /* (a probe follows replays: always one) */
     if (p->series < AG_PROFIT_SAMPLES) /* (always: a series is judged at AG_PROFIT_SAMPLES) */
-        p->ratio[p->series] = (uint16_t)(ratio > UINT16_MAX ? UINT16_MAX : ratio);
+        p->ratio[p->series] = clamp32(ratio);
     p->smin = p->series++ && p->smin < t ? p->smin : t;
     /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent;
      * or one, and the plain sighting before the replays, each by AG_PROFIT_CLEAR_ONE_PCT percent */

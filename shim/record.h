@@ -31,9 +31,9 @@ extern ag_drv_t ag_drv;
  * of its own events, the creation of streams, events and executable graphs, their destruction), and the
  * program's stream-ordered frees that it held back and issues later, are made in the relaxed capture mode:
  * a global capture that another thread of the program begins meanwhile neither refuses them nor is
- * invalidated by them. One can begin while the shim is in such a call: a capture's start is a barrier only
- * for the engines that hold work, and an engine may be taking its first operation of a segment (whose
- * pinned staging buffer is being allocated) without holding any yet. ag_relaxed_begin returns the calling
+ * invalidated by them. One can begin while the shim is in such a call made outside an engine lock (a
+ * capture's start takes every engine's lock in turn, engine.c), and the modes stay relaxed under the lock
+ * as well, a last line. ag_relaxed_begin returns the calling
  * thread's mode, for ag_relaxed_end to restore (nothing to restore where it was relaxed already). */
 static inline CUstreamCaptureMode ag_relaxed_begin(void)
 {
