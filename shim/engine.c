@@ -376,6 +376,9 @@ struct engine {
     int wt_armed;
     uint64_t wt_seed, wt_ops, wt_host, wt_t;
     uint64_t wt_arms;
+    /* model plans weighed against the default, with the graph launch cost assumed ([0]: too few timed
+     * yet) or measured ([1]) */
+    uint64_t plans_weighed[2];
 };
 
 /* Zero until made (engine_of sets each one up; all-zero is a free lock, for the fork handlers that lock
@@ -494,10 +497,11 @@ static void disable(const char *why, CUresult r, int all)
  * eager driver call, plus what a matched launch costs), with the plan's parameters from this run's
  * measurements where there are enough (the H200's typical costs until then). NULL where an operation is
  * missing (the ring moved on, a kernel's record was lost) or the segment is too long to plan. */
+#define LAUNCH_COST_SAMPLES 16 /* graph launches timed before their mean is the plan's graph launch cost */
 static ag_optime_t *op_times(int i, ag_plan_params_t *p)
 {
     uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
-    p->launch_ns = E.graph_launches >= 16 ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
+    p->launch_ns = E.graph_launches >= LAUNCH_COST_SAMPLES ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
     p->start_ns = 3000;
     p->graph_gpu_ns = 2000;
     p->chunk_max = E.learner.chunk_max;
@@ -582,9 +586,14 @@ static void resolve_timings(void)
         ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), kgpu[i],
                           E.treq[i].host_ns, t, &ps[i]);
         if (t && E.learner.model_chunks)
-            ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us",
+            E.plans_weighed[E.graph_launches >= LAUNCH_COST_SAMPLES]++;
+        if (t && E.learner.model_chunks)
+            ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us "
+                                 "(a graph launch %.1f us, %s)",
                    E.learner.model_chunks, (double)E.learner.model_ns / 1e3, E.learner.default_chunks,
-                   (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3);
+                   (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3,
+                   (double)ps[i].launch_ns / 1e3,
+                   E.graph_launches >= LAUNCH_COST_SAMPLES ? "as measured" : "assumed: too few graph launches timed yet");
         if (E.learner.segments_planned != planned)
             log_plan(E.treq[i].seed);
     }
@@ -4032,6 +4041,7 @@ typedef struct {
     uint64_t chunks_without_nodes, reissue_failures, engines_disabled;
     uint64_t segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
+    uint64_t plans_weighed[2];
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed, distant_passed, distant_not_ready;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
@@ -4073,6 +4083,7 @@ static void add_totals(void *arg)
     t->segments_planned += E.learner.segments_planned, t->segments_gpu_paced += E.learner.segments_gpu_paced;
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
     t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
+    t->plans_weighed[0] += E.plans_weighed[0], t->plans_weighed[1] += E.plans_weighed[1];
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->wide_starts += E.wide_starts, t->wide_chosen += E.wide_chosen;
     t->starts_unmatched += E.starts_unmatched;
@@ -4281,6 +4292,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"segments_timed\": %llu,\n    \"segments_gpu_bound\": %llu,\n    \"segments_planned\": %llu,\n"
                "    \"segments_gpu_paced\": %llu,\n    \"segments_paced_by_wait\": %llu,\n"
                "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
+               "    \"plans_weighed\": {\"launch_cost_assumed\": %llu, \"launch_cost_measured\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"chunks_chosen_by_first_op\": {\"starts\": %llu, \"chosen\": %llu},\n"
                "    \"chunk_starts_unmatched\": %llu,\n"
@@ -4315,7 +4327,9 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.segments_timed, (unsigned long long)t.segments_gpu_bound,
             (unsigned long long)t.segments_planned, (unsigned long long)t.segments_gpu_paced,
             (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
-            (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long, (unsigned long long)t.graphs_at_second,
+            (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long,
+            (unsigned long long)t.plans_weighed[0], (unsigned long long)t.plans_weighed[1],
+            (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.wide_starts, (unsigned long long)t.wide_chosen,
             (unsigned long long)t.starts_unmatched, (unsigned long long)t.renamed,
             (unsigned long long)t.renames_wrong,
