@@ -493,11 +493,12 @@ static void disable(const char *why, CUresult r, int all)
            all ? "" : " for one context", why, (int)r);
 }
 
+#define LAUNCH_COST_SAMPLES 16 /* graph launches timed before their mean is the plan's graph launch cost */
+
 /* Timing request i operation by operation, as replay would take it (each operation's host time less its
  * eager driver call, plus what a matched launch costs), with the plan's parameters from this run's
  * measurements where there are enough (the H200's typical costs until then). NULL where an operation is
  * missing (the ring moved on, a kernel's record was lost) or the segment is too long to plan. */
-#define LAUNCH_COST_SAMPLES 16 /* graph launches timed before their mean is the plan's graph launch cost */
 static ag_optime_t *op_times(int i, ag_plan_params_t *p)
 {
     uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
@@ -585,15 +586,15 @@ static void resolve_timings(void)
         uint64_t planned = E.learner.segments_planned;
         ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), kgpu[i],
                           E.treq[i].host_ns, t, &ps[i]);
-        if (t && E.learner.model_chunks)
-            E.plans_weighed[E.graph_launches >= LAUNCH_COST_SAMPLES]++;
-        if (t && E.learner.model_chunks)
+        if (t && E.learner.model_chunks) {
+            int measured = E.graph_launches >= LAUNCH_COST_SAMPLES;
+            E.plans_weighed[measured]++;
             ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us "
                                  "(a graph launch %.1f us, %s)",
                    E.learner.model_chunks, (double)E.learner.model_ns / 1e3, E.learner.default_chunks,
                    (double)E.learner.default_ns / 1e3, (double)E.learner.model_margin_ns / 1e3,
-                   (double)ps[i].launch_ns / 1e3,
-                   E.graph_launches >= LAUNCH_COST_SAMPLES ? "as measured" : "assumed: too few graph launches timed yet");
+                   (double)ps[i].launch_ns / 1e3, measured ? "as measured" : "assumed: too few graph launches timed yet");
+        }
         if (E.learner.segments_planned != planned)
             log_plan(E.treq[i].seed);
     }
