@@ -494,6 +494,10 @@ static void disable(const char *why, CUresult r, int all)
 }
 
 #define LAUNCH_COST_SAMPLES 16 /* graph launches timed before their mean is the plan's graph launch cost */
+static int launch_cost_measured(void)
+{
+    return E.graph_launches >= LAUNCH_COST_SAMPLES;
+}
 
 /* Timing request i operation by operation, as replay would take it (each operation's host time less its
  * eager driver call, plus what a matched launch costs), with the plan's parameters from this run's
@@ -502,7 +506,7 @@ static void disable(const char *why, CUresult r, int all)
 static ag_optime_t *op_times(int i, ag_plan_params_t *p)
 {
     uint64_t op0 = E.treq[i].op0, n = E.treq[i].op1 - op0;
-    p->launch_ns = E.graph_launches >= LAUNCH_COST_SAMPLES ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
+    p->launch_ns = launch_cost_measured() ? (uint32_t)(E.launch_ns / E.graph_launches) : 6000;
     p->start_ns = 3000;
     p->graph_gpu_ns = 2000;
     p->chunk_max = E.learner.chunk_max;
@@ -587,7 +591,7 @@ static void resolve_timings(void)
         ag_learner_timing(&E.learner, E.treq[i].seed, (uint32_t)(E.treq[i].op1 - E.treq[i].op0), kgpu[i],
                           E.treq[i].host_ns, t, &ps[i]);
         if (t && E.learner.model_chunks) {
-            int measured = E.graph_launches >= LAUNCH_COST_SAMPLES;
+            int measured = launch_cost_measured();
             E.plans_weighed[measured]++;
             ag_log(AG_LOG_DEBUG, "plans compared: modeled %u chunks %.1f us, default %u chunks %.1f us, margin %.1f us "
                                  "(a graph launch %.1f us, %s)",
@@ -3370,20 +3374,19 @@ int ag_engine_frees_release(void)
     return held;
 }
 
-/* The program's own capture began or ended: process-wide, nothing of ours may enter its graph, and its
- * launches go straight to the capturing stream (each engine passes every call meanwhile). 1 where the
- * count moved (an end with none counted leaves it at 0). */
-static int count_capture(ag_id_t id)
+/* The program's own captures going: process-wide, nothing of ours may enter their graphs, and their
+ * launches go straight to the capturing stream (each engine passes every call meanwhile). A capture hook
+ * begins one (its name says so) or ends one; an end with none counted leaves the count at 0. */
+static int capture_begins(ag_id_t id)
 {
-    const char *n = ag_hook_names[id];
-    if (strstr(n, "BeginCapture")) {
-        __atomic_add_fetch(&g_app_captures, 1, __ATOMIC_ACQ_REL);
-        return 1;
-    }
+    return strstr(ag_hook_names[id], "BeginCapture") != NULL;
+}
+
+static void capture_ended(void)
+{
     int c = __atomic_load_n(&g_app_captures, __ATOMIC_ACQUIRE);
     while (c > 0 && !__atomic_compare_exchange_n(&g_app_captures, &c, c - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
-    return c > 0;
 }
 
 static void release_graphs(void *u)
@@ -3859,14 +3862,17 @@ int ag_engine_capture_counted(ag_id_t id)
      * is held between the barrier and the capture and issued into it, where CUDA could refuse it (work of
      * the legacy stream beside a blocking stream's capture, in every capture mode: capture_rules.expected's
      * blk-* rows; relaxed frees do not help there). */
-    return strstr(ag_hook_names[id], "BeginCapture") ? count_capture(id) : 0;
+    if (!capture_begins(id))
+        return 0;
+    __atomic_add_fetch(&g_app_captures, 1, __ATOMIC_ACQ_REL);
+    return 1;
 }
 
 void ag_engine_capture_done(ag_id_t id, CUresult r, int counted)
 {
-    if (strstr(ag_hook_names[id], "BeginCapture")) {
+    if (capture_begins(id)) {
         if (counted && r != CUDA_SUCCESS)
-            count_capture(AG_ID_cuStreamEndCapture); /* undone */
+            capture_ended(); /* undone */
         return;
     }
     /* An end once the driver call returned: a call held meanwhile could be issued before the capture
@@ -3874,7 +3880,7 @@ void ag_engine_capture_done(ag_id_t id, CUresult r, int counted)
      * capture goes on, invalidated or not; or none going) */
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
         r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
-        count_capture(id);
+        capture_ended();
 }
 
 static void exit_one(void *arg)
