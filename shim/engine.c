@@ -3796,59 +3796,75 @@ static int names_context(ag_id_t id, CUcontext ctx, CUdevice dev)
     return id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : on_primary(dev);
 }
 
+/* The engine in use (visited) stops: its context ended, or is ending (id names the call). */
+static void stop_engine(ag_id_t id)
+{
+    if (E.npending && !E.disabled) /* another thread's (the caller's went at its barrier): before the end */
+        barrier_in_ctx(0xc7e0dULL, FB_CONTEXT);
+    E.disabled = 1;
+    __atomic_store_n(&E.ctx_ended, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&E.ctx, NULL, __ATOMIC_RELAXED); /* never found again */
+    issuer_quit();
+    /* its learning window closes (no other engine could open one while it stayed open); in the modes
+     * that keep CUPTI attached, the next engine made times its segments instead */
+    if (__atomic_load_n(&g_timer, __ATOMIC_ACQUIRE) == eng) {
+        if (E.cupti_learning)
+            cupti_learning(0);
+        else
+            __atomic_store_n(&g_timer, NULL, __ATOMIC_RELEASE);
+    }
+    /* its modules went with it: their CUfunction handles may be other kernels' from now on */
+    ag_layouts_forget_engine((unsigned)E.idx);
+    __atomic_add_fetch(&g_ctx_ends, 1, __ATOMIC_RELEASE);
+    ag_log(AG_LOG_DEBUG, "the context of engine %d %s (%s): the engine stops", E.idx,
+           id == AG_ID_cuCtxDestroy_v2 ? "is being destroyed"
+           : id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset ? "is being reset"
+                                                                                             : "ended",
+           ag_hook_names[id]);
+}
+
+/* Before a context's destroy or a primary context's reset: the engine of that context stops now, not
+ * after the call. During the call the driver frees what the engine made in the context (its page-locked
+ * staging buffers, streams, graphs) and may hand the context's handle out again before the call returns:
+ * another thread's new context then found the old engine by that handle, and copied a pageable source
+ * into a staging buffer the driver had freed (a crash in about 1 of 30 runs of
+ * difftest.directed.ctx_cycle_threads_reuse on a loaded two-CPU machine). Where the call fails after all
+ * (an application's error), the engine has stopped anyway: the context's next call gets a new one. (Not
+ * before a release, which ends the context only where it was the last reference: a program may retain
+ * and release it around each use, and would pay every kernel's layout query, and learn everything, again.) */
 void ag_engine_context_ending(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
-    /* (not before a release, which ends the context only where it was the last reference: a program may
-     * retain and release it around each use, and would pay every kernel's layout query again) */
     if (id != AG_ID_cuCtxDestroy_v2 && id != AG_ID_cuDevicePrimaryCtxReset_v2 && id != AG_ID_cuDevicePrimaryCtxReset)
         return;
     struct engine *prev = eng;
     for (int i = 0, n = engine_count(); i < n; i++) {
-        int ending = visit_live(i) && names_context(id, ctx, dev);
+        if (visit_live(i) && names_context(id, ctx, dev))
+            stop_engine(id);
         unvisit();
-        if (ending)
-            ag_layouts_forget_engine((unsigned)i);
     }
     use(prev);
 }
 
-/* After a context ended (cuCtxDestroy, a primary context's release or reset, and the call succeeded):
- * the engine it was the context of stops. The held work was issued at the barrier before the call.
- * What it made in that context is left alone: destroying it now could only fail. A release ends the
- * primary context only where it leaves it inactive; a release or reset stops the engine of the device's
- * primary context only (on_primary). */
+/* After a primary context's release (the call succeeded): the engine of the device's primary context
+ * (on_primary) stops where the release left that context inactive. What it made in that context is left
+ * alone: destroying it now could only fail. (A destroy's and a reset's engine stopped before the call,
+ * ag_engine_context_ending: an engine found by the handle now is a new context's, made during the call
+ * where the driver gave the handle out again; stopping it here dropped the work it held for that
+ * context, and difftest.directed.ctx_cycle_threads_reuse read wrong results.) */
 void ag_engine_context_end(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
+    (void)ctx;
+    if (id != AG_ID_cuDevicePrimaryCtxRelease_v2 && id != AG_ID_cuDevicePrimaryCtxRelease)
+        return;
     struct engine *prev = eng;
     int active = -1; /* the primary context's state, asked once */
     for (int i = 0, n = engine_count(); i < n; i++) {
-        if (visit_live(i) && names_context(id, ctx, dev)) {
-            if (id != AG_ID_cuCtxDestroy_v2) {
-                unsigned flags = 0;
-                if (id == AG_ID_cuDevicePrimaryCtxReset_v2 || id == AG_ID_cuDevicePrimaryCtxReset)
-                    active = 0;
-                else if (active < 0 && ag_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
-                    active = 0; /* cannot tell: as if it ended */
-            }
-            if (id == AG_ID_cuCtxDestroy_v2 || !active) {
-                E.disabled = 1;
-                __atomic_store_n(&E.ctx_ended, 1, __ATOMIC_RELAXED);
-                __atomic_store_n(&E.ctx, NULL, __ATOMIC_RELAXED); /* never found again */
-                issuer_quit();
-                /* its learning window closes (no other engine could open one while it stayed open); in
-                 * the modes that keep CUPTI attached, the next engine made times its segments instead */
-                if (__atomic_load_n(&g_timer, __ATOMIC_ACQUIRE) == eng) {
-                    if (E.cupti_learning)
-                        cupti_learning(0);
-                    else
-                        __atomic_store_n(&g_timer, NULL, __ATOMIC_RELEASE);
-                }
-                /* its modules went with it: their CUfunction handles may be other kernels' from now on */
-                ag_layouts_forget_engine((unsigned)E.idx);
-                __atomic_add_fetch(&g_ctx_ends, 1, __ATOMIC_RELEASE);
-                ag_log(AG_LOG_DEBUG, "the context of engine %d ended (%s): the engine stops", E.idx,
-                       ag_hook_names[id]);
-            }
+        if (visit_live(i) && on_primary(dev)) {
+            unsigned flags = 0;
+            if (active < 0 && ag_drv.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+                active = 0; /* cannot tell: as if it ended */
+            if (!active)
+                stop_engine(id);
         }
         unvisit();
     }

@@ -75,7 +75,9 @@
  *   functions' handles to later kernels). A primary context's reset keeps its state (a program may go on
  *   with it).
  *   FAKECUDA_REUSE_CONTEXTS=1 gives a destroyed context's handle to the next context made, most recently
- *   destroyed first (a driver may reuse that memory).
+ *   destroyed first (a driver may reuse that memory). FAKECUDA_CTX_DESTROY_RETURN_US=U: a successful
+ *   cuCtxDestroy sleeps U microseconds after its work is done, before it returns, so that other threads'
+ *   calls (a new context given the handle among them) come while the caller's hooks wait for it.
  * - A modeled device (FAKECUDA_DEVICE_NS, default 0: off): the fake still runs work when it is observed,
  *   but each kernel, copy and memset also takes FAKECUDA_DEVICE_NS of a device that runs one operation at
  *   a time, from its launch call or when the operation before it ends, in the order submitted; a graph

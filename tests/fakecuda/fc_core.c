@@ -47,6 +47,8 @@ static void fc_once_init(void)
     fc_g.strict_events = s && atoi(s) == 1;
     s = getenv("FAKECUDA_REUSE_CONTEXTS");
     fc_g.reuse_contexts = s && atoi(s) == 1;
+    s = getenv("FAKECUDA_CTX_DESTROY_RETURN_US");
+    fc_g.ctx_destroy_return_ns = s ? strtoull(s, NULL, 0) * 1000u : 0;
     s = getenv("FAKECUDA_STRICT_CONTEXTS");
     fc_g.strict_contexts = !s || atoi(s) != 0;
     s = getenv("FAKECUDA_LAUNCH_NS");
@@ -491,7 +493,17 @@ static CUresult fc_ctx_destroy(CUcontext h)
     if (fc_g.reuse_contexts) c->next_recycled = fc_g.recycled_ctxs, fc_g.recycled_ctxs = c;
     return r;
 }
-CUresult cuCtxDestroy_v2(CUcontext c) { FC_API(0, fc_ctx_destroy(c)); }
+static CUresult fc_ctx_destroy_api(CUcontext c) { FC_API_FOR("cuCtxDestroy_v2", 0, fc_ctx_destroy(c)); }
+CUresult cuCtxDestroy_v2(CUcontext c)
+{
+    CUresult r = fc_ctx_destroy_api(c);
+    if (r == CUDA_SUCCESS && fc_g.ctx_destroy_return_ns) { /* asleep: other threads run meanwhile */
+        struct timespec ts = {(time_t)(fc_g.ctx_destroy_return_ns / 1000000000u),
+                              (long)(fc_g.ctx_destroy_return_ns % 1000000000u)};
+        nanosleep(&ts, NULL);
+    }
+    return r;
+}
 
 static CUresult fc_ctx_set(CUcontext h)
 {

@@ -212,6 +212,10 @@ typedef struct {
      * recently destroyed first (a driver may reuse that memory) */
     int reuse_contexts;
     fc_ctx *recycled_ctxs;
+    /* FAKECUDA_CTX_DESTROY_RETURN_US: a successful cuCtxDestroy sleeps this long after its work, before it
+     * returns (0: not): another thread's calls meanwhile may get the destroyed context's handle (with
+     * FAKECUDA_REUSE_CONTEXTS) while the caller's hooks still wait for the call to return */
+    uint64_t ctx_destroy_return_ns;
     /* FAKECUDA_STRICT_CONTEXTS (default 1): a stream, event, graph or exec handle of a destroyed context
      * given to an entry point aborts (fc_obj_valid); 0: it is refused as an invalid handle */
     int strict_contexts;
