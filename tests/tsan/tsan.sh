@@ -59,6 +59,10 @@ run bash "$D" "$b" --directed async_threads
 # two threads making and destroying 20 contexts each: engines whose contexts ended taken over by the next
 # ones, while the other thread's engine runs
 run bash "$D" "$b" --directed ctx_cycle_threads
+# ... with the handles given out again, a destroy returning 200 us after its work: the other thread's new
+# context gets the destroyed one's handle while the destroying thread's hooks wait (the engine stops
+# before the call)
+FAKECUDA_REUSE_CONTEXTS=1 FAKECUDA_REUSE_HANDLES=1 FAKECUDA_CTX_DESTROY_RETURN_US=200 run bash "$D" "$b" --directed ctx_cycle_threads
 # another context's global capture begun while the engine allocates a staging buffer (30 ms in the fake),
 # and while it holds a launch (the capture's barrier slowed by the other context's held work)
 FAKECUDA_HOST_ALLOC_NS=30000000 run bash "$D" "$b" --directed capture_staging
