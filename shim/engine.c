@@ -367,6 +367,10 @@ struct engine {
     int pp_open, pp_forced;
     ag_run_t pp_how;
     uint64_t pp_seed, pp_t0;
+    /* ... and, for a modeled plan's trial (ag_learner_trial_time), its entry's seed, which plan it ran (-1:
+     * no trial) and its operations */
+    uint64_t pp_trial_seed, pp_ops;
+    int pp_side;
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels;
     /* The pace of a replayed segment no timing planned (ag_learner_waited): the segment that ended at
      * this engine's last barrier, replayed whole, is weighed when the barrier's call returns (wt_armed;
@@ -542,8 +546,8 @@ static void log_plan(uint64_t seed)
     size_t o = 0;
     for (uint32_t k = 0; k < sl->nends && o + 12 < sizeof ends; k++)
         o += (size_t)snprintf(ends + o, sizeof ends - o, " %u", sl->ends[k]);
-    ag_log(AG_LOG_DEBUG, "chunk plan for %u operations: %u chunks, ends%s%s", sl->plan_len, sl->nends, ends,
-           o + 12 >= sizeof ends ? " ..." : "");
+    ag_log(AG_LOG_DEBUG, "chunk plan for %u operations: %u chunks, ends%s%s%s", sl->plan_len, sl->nends, ends,
+           o + 12 >= sizeof ends ? " ..." : "", sl->trial ? " (on trial against the default plan)" : "");
 }
 
 /* Kernel times of the segments timed while attached are in once CUPTI flushed its records: each one
@@ -1750,10 +1754,26 @@ void ag_engine_rest_tick(void)
 
 /* ---- does the graph pay (AUTOGRAPH_PROBE) ---- */
 
+/* A replayed sighting of a segment whose modeled plan is on trial took ns (AUTOGRAPH_CHUNK_PLAN=model). */
+static void trial_time(uint64_t ns)
+{
+    uint32_t ratio = 0;
+    int v = ag_learner_trial_time(&E.learner, E.pp_trial_seed, (uint32_t)E.pp_ops, E.pp_side, ns, &ratio);
+    if (v)
+        ag_log(AG_LOG_DEBUG, "the modeled chunk plan of the segment of %llu operations, tried against the default "
+               "plan over %d pairs of replayed sightings, took %.1f%% of the default's time (median): %s",
+               (unsigned long long)E.pp_ops, AG_TRIAL_PAIRS, ratio * 100.0 / 1024,
+               v > 0 ? "kept" : "dropped, the default plan from its next sighting on");
+}
+
 /* The segment that ended last is timed up to now (the first operation after its barrier). */
 static void profit_close(uint64_t now)
 {
     E.pp_open = 0;
+    if (E.pp_side >= 0 && E.pp_how == AG_RUN_REPLAYED && !E.pp_forced)
+        trial_time(now - E.pp_t0);
+    if (!E.pf_on)
+        return;
     ag_profit_t *p = ag_learner_profit(&E.learner, E.pp_seed);
     if (!p)
         return; /* its entry went to another segment meanwhile */
@@ -1784,9 +1804,10 @@ static void profit_close(uint64_t now)
 /* At a barrier, after the segment's last chunk went: how it ran, timed at the next operation. */
 static void profit_end(void)
 {
-    if (!E.pf_on)
-        return;
     uint64_t ops = E.ops - E.pf_op0;
+    int side = E.learner.ended_side;
+    if (!E.pf_on && side < 0)
+        return;
     if (!ops) {
         /* Nothing ran: the segment before it stays open (its host wait may be at this barrier); a probe
          * spent on nothing is asked for again. */
@@ -1804,6 +1825,9 @@ static void profit_end(void)
     E.pp_seed = E.pf_seed;
     E.pp_t0 = E.pf_t0;
     E.pp_forced = E.pf_forced;
+    E.pp_trial_seed = E.learner.ended_seed;
+    E.pp_side = side;
+    E.pp_ops = ops;
 }
 
 /* A real segment starts: whether it runs eager (a probe, or the verdict's hold). */
@@ -2018,7 +2042,8 @@ static int init_engine(CUcontext ctx)
         return -1;
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
-    E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
+    E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num != AG_PLAN_HALVING;
+    E.learner.plan_trials = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
     E.learner.shape_free_seeds = ag_opt(AG_OPT_SEGMENT_KEY)->num == AG_SEGKEY_SHAPE_FREE;
     E.learner.renames = ag_opt(AG_OPT_RENAME)->num == AG_RENAME_ON;
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;
@@ -4065,6 +4090,7 @@ typedef struct {
     uint64_t segments_timed, segments_gpu_bound, segments_planned;
     uint64_t segments_gpu_paced, segments_paced_by_wait, wt_arms, wt_weighed, wt_long, graphs_at_second;
     uint64_t plans_weighed[2];
+    uint64_t trials_begun, trials_kept, trials_dropped, trial_pairs, models_refused;
     uint64_t wide_starts, wide_chosen, renamed, renames_wrong, starts_unmatched;
     uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed, distant_passed, distant_not_ready;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
@@ -4107,6 +4133,9 @@ static void add_totals(void *arg)
     t->segments_paced_by_wait += E.learner.segments_paced_by_wait;
     t->wt_arms += E.wt_arms, t->wt_weighed += E.learner.waits_weighed, t->wt_long += E.learner.waits_long;
     t->plans_weighed[0] += E.plans_weighed[0], t->plans_weighed[1] += E.plans_weighed[1];
+    t->trials_begun += E.learner.trials_begun, t->trials_kept += E.learner.trials_kept;
+    t->trials_dropped += E.learner.trials_dropped, t->trial_pairs += E.learner.trial_pairs;
+    t->models_refused += E.learner.models_refused;
     t->graphs_at_second += E.graphs_at_second, t->observer_passed += E.observer_passed;
     t->wide_starts += E.wide_starts, t->wide_chosen += E.wide_chosen;
     t->starts_unmatched += E.starts_unmatched;
@@ -4316,6 +4345,8 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"segments_gpu_paced\": %llu,\n    \"segments_paced_by_wait\": %llu,\n"
                "    \"pace_waits\": {\"armed\": %llu, \"weighed\": %llu, \"over_half_host\": %llu},\n"
                "    \"plans_weighed\": {\"launch_cost_assumed\": %llu, \"launch_cost_measured\": %llu},\n"
+               "    \"plan_trials\": {\"begun\": %llu, \"kept\": %llu, \"dropped\": %llu, \"pairs\": %llu, "
+               "\"models_refused\": %llu},\n"
                "    \"graphs_at_second_sighting\": %llu,\n"
                "    \"chunks_chosen_by_first_op\": {\"starts\": %llu, \"chosen\": %llu},\n"
                "    \"chunk_starts_unmatched\": %llu,\n"
@@ -4352,6 +4383,9 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)t.segments_paced_by_wait, (unsigned long long)t.wt_arms,
             (unsigned long long)t.wt_weighed, (unsigned long long)t.wt_long,
             (unsigned long long)t.plans_weighed[0], (unsigned long long)t.plans_weighed[1],
+            (unsigned long long)t.trials_begun, (unsigned long long)t.trials_kept,
+            (unsigned long long)t.trials_dropped, (unsigned long long)t.trial_pairs,
+            (unsigned long long)t.models_refused,
             (unsigned long long)t.graphs_at_second,
             (unsigned long long)t.wide_starts, (unsigned long long)t.wide_chosen,
             (unsigned long long)t.starts_unmatched, (unsigned long long)t.renamed,

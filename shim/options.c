@@ -76,7 +76,7 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                             "Operations in the first chunk after a sync. The GPU is idle after a sync: a small "
                             "first chunk starts it at once, and each later chunk is as large as all before it "
                             "(up to AUTOGRAPH_CHUNK). 0: every chunk is AUTOGRAPH_CHUNK long."},
-    [AG_OPT_CHUNK_PLAN] = {"AUTOGRAPH_CHUNK_PLAN", AG_OPT_ENUM, "model", "halving|model",
+    [AG_OPT_CHUNK_PLAN] = {"AUTOGRAPH_CHUNK_PLAN", AG_OPT_ENUM, "model", "halving|model|model_untried",
                            "Where chunks are cut. 'halving': the ramp of AUTOGRAPH_CHUNK_FIRST, then chunks "
                            "halving toward the expected sync (where segments of the length that last "
                            "ended twice in a row at that point end). 'model': the same until a segment was timed "
@@ -86,7 +86,11 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "segment whose GPU time is over half its host time keeps the ramp with no tail "
                            "(the GPU still has work queued at the sync); so does one no timing found so whose "
                            "sync, replayed, waits over half the time the host took to issue it, three times "
-                           "in a row."},
+                           "in a row. A modeled plan is on trial: replayed sightings alternate between it and "
+                           "the halving plan, each timed from its first operation to the first after its sync, "
+                           "and after 16 pairs it stays only where the median pair put it ahead (else the "
+                           "halving plan comes back for that segment, for good). 'model_untried': the modeled "
+                           "plan without the trial."},
     [AG_OPT_SEGMENT_KEY] = {"AUTOGRAPH_SEGMENT_KEY", AG_OPT_ENUM, "shape_free", "exact|shape_free",
                             "How the point of the iteration after a sync is named, where the work that follows "
                             "is learned. 'shape_free': by the kernels and copies before it without their grids "

@@ -198,6 +198,7 @@ static ag_seglen_t *seglen_take(ag_learner_t *l, uint64_t seed)
         if (set[w].used < s->used)
             s = &set[w];
     drop_model_plan(s); /* its timings, plan and verdict were another segment's */
+    s->model_lost = 0;
     memset(&s->profit, 0, sizeof s->profit);
     s->gpu_bound = 0;
     s->gpu_ns_per_op = 0;
@@ -242,7 +243,7 @@ static uint32_t plan(ag_learner_t *l)
     ag_seglen_t *s = seglen_find(l, l->seg_seed);
     int known = s != NULL;
     l->chunk_planned = 0;
-    if (known && s->nends && s->plan_len == s->expect && s->expect_real && l->seg_real) {
+    if (known && s->nends && !s->trial_default && s->plan_len == s->expect && s->expect_real && l->seg_real) {
         for (uint32_t k = 0; k < s->nends; k++)
             if (s->ends[k] > l->seg_pos) {
                 uint32_t c = s->ends[k] - l->seg_pos;
@@ -267,6 +268,9 @@ static void drop_model_plan(ag_seglen_t *s)
     free(s->ends);
     s->ends = NULL;
     s->nends = s->plan_len = 0;
+    s->trial = s->trial_default = s->ntrial = s->trial_have_side = 0;
+    s->trial_verdict = 0;
+    s->trial_have = 0;
 }
 
 /* Segment s (ops operations) is cut at ends[0..n) from now on: the plan takes ends (malloc'd, n > 0). */
@@ -324,8 +328,16 @@ static void model_plan(ag_learner_t *l, ag_seglen_t *s, uint32_t ops, const ag_o
     l->model_ns = tb, l->default_ns = td, l->model_margin_ns = margin;
     drop_model_plan(s);
     if (nd && td != UINT64_MAX && tb < td && td - tb > margin) {
-        take_plan(l, s, best, nb, ops);
-        best = NULL;
+        if (s->model_lost) {
+            l->models_refused++;
+        } else {
+            take_plan(l, s, best, nb, ops);
+            best = NULL;
+            if (l->plan_trials) {
+                s->trial = 1; /* the modeled plan's sighting first: its chunks are learned at one sighting */
+                l->trials_begun++;
+            }
+        }
     }
     free(best);
     free(def);
@@ -373,6 +385,62 @@ int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t hos
     return 1;
 }
 
+/* The median of n ratios (the lower middle one for even n). */
+static uint32_t median_ratio(const uint32_t *r, uint32_t n)
+{
+    uint32_t v[AG_TRIAL_PAIRS];
+    memcpy(v, r, sizeof *v * n);
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            uint32_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n ? v[(n - 1) / 2] : 1024;
+}
+
+int ag_learner_trial_time(ag_learner_t *l, uint64_t seed, uint32_t ops, int side, uint64_t ns, uint32_t *ratio)
+{
+    ag_seglen_t *s = seglen_find(l, seed);
+    if (!s || !s->trial || s->trial_verdict || (side != 0 && side != 1) || ops != s->plan_len || !ns)
+        return 0;
+    uint32_t t = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    if (!s->trial_have || s->trial_have_side == side) {
+        s->trial_have = t; /* the first of a pair (a later one of the same plan takes its place) */
+        s->trial_have_side = (uint8_t)side;
+        return 0;
+    }
+    uint64_t model = side ? s->trial_have : t, def = side ? t : s->trial_have;
+    uint64_t r = model * 1024 / def;
+    s->trial_ratio[s->ntrial++] = r > UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+    s->trial_have = 0;
+    l->trial_pairs++;
+    if (s->ntrial < AG_TRIAL_PAIRS)
+        return 0;
+    *ratio = median_ratio(s->trial_ratio, s->ntrial);
+    s->trial_verdict = *ratio < 1024 ? 1 : -1;
+    return s->trial_verdict;
+}
+
+/* Segment s, on trial, ended: its next sighting runs the other plan, or, once the trial has its verdict,
+ * the plan the verdict chose, for good. */
+static void trial_next(ag_learner_t *l, ag_seglen_t *s)
+{
+    if (!s->trial_verdict) {
+        s->trial_default ^= 1;
+        return;
+    }
+    if (s->trial_verdict > 0) {
+        l->trials_kept++;
+        s->trial = s->trial_default = 0;
+        s->trial_verdict = 0;
+        return;
+    }
+    l->trials_dropped++;
+    drop_model_plan(s);
+    s->model_lost = 1;
+}
+
 void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gpu_ns, uint64_t host_ns,
                        const ag_optime_t *t, const ag_plan_params_t *p)
 {
@@ -413,6 +481,7 @@ int ag_learner_init(ag_learner_t *l, uint32_t chunk_max, uint32_t chunk_first, u
         return -ENOMEM;
     }
     l->seg_seed = l->seg_exact = SEG_SEED0;
+    l->ended_side = -1;
     l->renames = 1;
     l->content = l->shape_free = CONTENT0;
     l->seg_real = 1;
@@ -735,6 +804,10 @@ ag_variant_t *ag_learner_barrier(ag_learner_t *l, uint64_t kind, int virtual_)
     l->rename_to[0] = l->rename_to[1] = 0;
     ag_seglen_t *s = seglen_take(l, from);
     s->used = ++l->segments_ended;
+    l->ended_seed = from;
+    l->ended_side = s->trial ? s->trial_default : -1;
+    if (s->trial)
+        trial_next(l, s);
     int same = s->repeats && s->content == l->content && s->real_end == !virtual_; /* the content holds the length */
     s->repeats = same ? s->repeats + 1 : 1;
     /* A segment of one operation, the same twice in a row (such as the copy of a result read right after

@@ -126,6 +126,19 @@ void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *repla
 
 #define AG_SEG_NAMES 4
 
+/* ---- the modeled plan on trial (ag_learner_trial_time) ----
+ * The model knows the host's and the GPU's times only as one eager sighting under CUPTI took them, and
+ * guesses the rest (a graph launch's cost, where the GPU starts a chunk); on the PyTorch step, H100 hosts,
+ * the modeled plan it put ahead of the halving plan was behind by about 2% in replay (1.127x of the
+ * library paused in one process, against 1.141x with the halving plan; medians of 8 runs each). So where
+ * a timing gives a segment the modeled plan, replay tries both: its sightings alternate between the
+ * modeled and the default plan, each replayed sighting timed as the probes time it (from its first
+ * operation to the first after its barrier), and pairs of sightings side by side (one of each, in a row)
+ * compared. After AG_TRIAL_PAIRS pairs the modeled plan stays only where the median of the pairs' ratios
+ * puts it ahead; else the default plan comes back, and later timings of the segment do not bring the
+ * model's plan again. */
+#define AG_TRIAL_PAIRS 16
+
 typedef struct {
     uint64_t seed;     /* chain state at the segment's start */
     uint32_t length;   /* operations in the segment the last time it ended */
@@ -145,6 +158,15 @@ typedef struct {
     uint32_t plan_len;      /* the modeled chunk plan (ag_plan_best) is for a segment of this length */
     uint32_t nends;         /* its chunk ends (0: the default plan) */
     uint32_t *ends;
+    /* the modeled plan's trial (ag_learner_trial_time): its sightings alternate with the default plan's */
+    uint8_t trial;          /* the modeled plan is on trial */
+    uint8_t trial_default;  /* the sighting under way (and the next, until it ends) runs the default plan */
+    int8_t trial_verdict;   /* the trial's verdict, taken at the segment's next end: 1 kept, -1 dropped */
+    uint8_t trial_have_side; /* the side of the unpaired time below (0: the modeled plan, 1: the default) */
+    uint8_t model_lost;     /* a trial found the modeled plan no faster: later timings keep the default plan */
+    uint8_t ntrial;         /* pairs so far */
+    uint32_t trial_have;    /* a replayed sighting's time not paired yet (ns; 0: none) */
+    uint32_t trial_ratio[AG_TRIAL_PAIRS]; /* each pair's modeled time over its default time (x1024) */
     uint64_t used;          /* the learner's segment count when it last ended (0: the entry is free) */
     uint64_t names[AG_SEG_NAMES]; /* what named the point after it the last times it ended, the distinct
                                    * ones, most recent first (its shape-free content with shape_free_seeds,
@@ -259,6 +281,11 @@ typedef struct {
     uint8_t require_guard; /* only variants seen whole under the CUPTI guard are candidates */
     uint8_t renames;       /* AUTOGRAPH_RENAME: a new point may be renamed after a known one (1 by default) */
     uint8_t model_plans;   /* AUTOGRAPH_CHUNK_PLAN=model: timed segments get the modeled plan */
+    uint8_t plan_trials;   /* ... on trial against the default plan (not with model_untried) */
+    /* the segment that ended at the last barrier: its entry's seed, and which plan its sighting ran if
+     * its modeled plan is on trial (0: the modeled, 1: the default; -1: no trial) */
+    uint64_t ended_seed;
+    int ended_side;
 
     /* period detection for loops without barriers (ring, ring_total and the period are above) */
     int32_t *prefix;       /* scratch for the prefix function */
@@ -298,6 +325,9 @@ typedef struct {
     uint64_t segments_gpu_paced; /* those of them where the GPU sets the pace: the ramp with no tail */
     uint64_t segments_paced_by_wait; /* segments found GPU-paced by their barrier's waits in replay */
     uint64_t waits_weighed, waits_long; /* replayed sightings weighed, and those that waited over half */
+    uint64_t trials_begun, trials_kept, trials_dropped; /* the modeled plans' trials and their verdicts */
+    uint64_t trial_pairs;   /* pairs of sightings they compared */
+    uint64_t models_refused; /* modeled plans not taken: a trial had dropped the segment's before */
     /* the last timing's comparison of plans (ag_learner_timing), for the engine's debug log: the modeled
      * plan's and the default plan's chunks and times (ns; 0 chunks: not compared), and the margin */
     uint32_t model_chunks, default_chunks;
@@ -399,6 +429,14 @@ void ag_learner_timing(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t gp
 int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t host_ns, uint64_t wait_ns);
 /* Whether ag_learner_waited would weigh a sighting of that segment (ops operations) now. */
 int ag_learner_weighs_wait(ag_learner_t *l, uint64_t seed, uint32_t ops);
+
+/* A replayed sighting of the segment whose entry's seed is `seed` (ops operations, every one of them
+ * held back and replayed, no CUPTI attached, not a probe) took ns, under the plan `side` (as
+ * ag_learner_barrier left it in ended_side). With the sighting before it of the other plan it makes a
+ * pair; the AG_TRIAL_PAIRS-th pair gives the verdict, which the segment takes at its next end (the
+ * sighting under way keeps the plan it started with). Returns 1 when the modeled plan is kept, -1 when
+ * it is dropped (*ratio: the pairs' median ratio, x1024), else 0. */
+int ag_learner_trial_time(ag_learner_t *l, uint64_t seed, uint32_t ops, int side, uint64_t ns, uint32_t *ratio);
 
 /* The expected length, timings and plan of the segment that started at `seed`, or NULL if unknown. */
 const ag_seglen_t *ag_learner_seglen(ag_learner_t *l, uint64_t seed);

@@ -30,7 +30,9 @@
 #   model_plan       the host works 800 us after the 4th of 15 launches of 20 us each: the learning window
 #                    holds one whole iteration eager and times it operation by operation, and the modeled
 #                    plan cuts a chunk right before that gap (so the GPU runs it meanwhile); identical
-#                    output. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
+#                    output. On fakecuda's modeled device (FAKECUDA_DEVICE_NS: kernels run while the host
+#                    goes on) the plan's trial against the halving plan keeps it: its syncs wait about 220
+#                    us, the halving plan's 300. AUTOGRAPH_CHUNK_PLAN=halving keeps the halving plan, and replays (the
 #                    timing is of a whole iteration, not the GPU-heavy part after CUPTI attached)
 #   detach           each cuptiFinalize of the stand-in takes 20 ms (100 ms in the second part): in the background
 #                    (the default) it runs on a thread of the shim's, no CUPTI call of the shim's comes
@@ -494,9 +496,23 @@ model_plan)
         shim run AUTOGRAPH_LOG=debug -- "${args[@]}"
         same p run
         expect run "s['replay']['segments_planned'] - s['replay']['segments_paced_by_wait'] == 1 and s['replay']['launches_replayed'] >= 150"
-        grep -E "chunk plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15$" "$tmp/run.err" && break
+        grep -E "chunk plan for 15 operations: [0-9]+ chunks, ends 4 ([0-9]+ )*15 \(on trial against the default plan\)$" "$tmp/run.err" && break
         grep -E "segment of 15 operations timed|chunk plan for" "$tmp/run.err" | head -2
         [ $attempt = 3 ] && { echo "FAILED: model_plan: no modeled plan cut after the 4th launch in 3 runs"; exit 1; }
+    done
+    # The trial: 16 pairs of replayed sightings, one under each plan, 80 iterations on the modeled device
+    # (the spinning kernels above run only when the host syncs: no plan can overlap them with the host's
+    # work, and the trial's verdict there is a coin's toss). Kept, unless replay's waits gave the segment
+    # the ramp first (which ends the trial); up to three runs, each with identical output.
+    targs=(--no-unhooked --iters 80 --host-us 800)
+    plain tp "${targs[@]}"
+    for attempt in 1 2 3; do
+        shim trial FAKECUDA_DEVICE_NS=20000 AUTOGRAPH_LOG=debug -- "${targs[@]}"
+        same tp trial
+        expect trial "s['replay']['segments_planned'] - s['replay']['segments_paced_by_wait'] == 1" || exit 1
+        expect trial "s['replay']['plan_trials'] == {'begun': 1, 'kept': 1, 'dropped': 0, 'pairs': 16, 'models_refused': 0}" &&
+            grep -E "tried against the default plan over 16 pairs .*: kept$" "$tmp/trial.err" && break
+        [ $attempt = 3 ] && { echo "FAILED: model_plan: the trial did not keep the modeled plan in 3 runs"; exit 1; }
     done
     shim halving AUTOGRAPH_CHUNK_PLAN=halving AUTOGRAPH_LOG=debug -- "${args[@]}"
     same p halving

@@ -38,7 +38,9 @@ print(f"{sys.argv[3]} rep {sys.argv[4]} rc {sys.argv[5]}: replayed {100.0 * rep 
       f"cupti {c.get('mode', '-')}/{c.get('state', '-')} (windows {c.get('windows', '-')}), "
       f"graph launches {r.get('graph_launches', '-')}, steady_ms {m.group(1) if m else '-'}"
       + (f", in-process A/B {float(ab.group(2)) / float(ab.group(1)):.4f}x" if ab else "")
-      + f", plans weighed {r.get('plans_weighed', '-')}, planned {r.get('segments_planned', '-')}")
+      + f", plans weighed {r.get('plans_weighed', '-')}, planned {r.get('segments_planned', '-')}"
+      + (f", trials {'/'.join(str(v) for v in r['plan_trials'].values())} (begun/kept/dropped/pairs/refused)"
+         if 'plan_trials' in r else ""))
 PY
         md5sum <"$T/out" | cut -c1-12
     done

@@ -183,7 +183,7 @@ print(f"median step: plain {p:.0f} us | pass-through {o:.0f} us ({100*(o-p)/p:+.
       f"{1e3*r['host_ms']['graph_launch']/200:.0f} us ({r['graph_launches']/200:.1f}; without probes "
       f"{hr['graph_launches']/200:.1f}) | segments planned {r['segments_planned']} of {r['segments_timed']} timed"
       f" (plans weighed with the graph launch cost assumed / measured: {r.get('plans_weighed', {}).get('launch_cost_assumed', '-')}"
-      f" / {r.get('plans_weighed', {}).get('launch_cost_measured', '-')})"
+      f" / {r.get('plans_weighed', {}).get('launch_cost_measured', '-')}; trials {r.get('plan_trials', '-')})"
       # within the one process, free of the spread between processes: the eager driver time of the launches
       # replayed (sampled in the same process) less the engine's matching and replay host time
       f" | host time saved, in-process estimate: {1e3*r['host_ms_saved_estimate']/200:.0f} us per step "

@@ -388,6 +388,95 @@ static void test_plan_learner(void)
     ag_learner_destroy(&s.l);
 }
 
+/* The modeled plan on trial (plan_trials, AUTOGRAPH_CHUNK_PLAN=model): from the timing on, the segment's
+ * sightings alternate between the modeled plan and the halving plan, both replayed with no fallback once
+ * each plan's chunks were learned; each replayed sighting's time pairs with the one before it of the
+ * other plan (a second time of one plan takes the first's place; another length, no time, no trial: not
+ * counted). At the AG_TRIAL_PAIRS-th pair the median ratio is the verdict (a few pairs the other way do
+ * not move it), and the segment takes it at its next end: the modeled plan for good where it was ahead,
+ * else the halving plan, and a later timing does not bring the modeled plan back. Without trials
+ * (model_untried) the modeled plan is simply kept (test_plan_learner). */
+static void test_plan_trial(void)
+{
+    ag_optime_t t[140];
+    fill(t, 0, 140, 30000, 4500);
+    const uint32_t halving[] = {8, 8, 16, 32, 38, 19, 10, 5, 2, 1, 1};
+    uint32_t ends[200], model[200];
+    uint64_t tb;
+    uint32_t nb = ag_plan_best(t, 140, &PLAN_P, ends, 200, &tb);
+    for (uint32_t i = 0; i < nb; i++)
+        model[i] = ends[i] - (i ? ends[i - 1] : 0);
+    CHECK(nb > 0 && nb != sizeof halving / sizeof *halving);
+    for (int lose = 0; lose < 2; lose++) {
+        sim_t s;
+        sim_init(&s, 128);
+        s.l.model_plans = s.l.plan_trials = 1;
+        for (int it = 0; it < 6; it++)
+            iteration(&s, 140, 0, 1);
+        CHECK(s.l.ended_side == -1); /* no trial yet */
+        uint64_t seed = s.l.seg_seed;
+        ag_learner_timing(&s.l, seed, 140, 140ull * 4500, 140ull * 30000, t, &PLAN_P);
+        CHECK(s.l.segments_planned == 1 && s.l.trials_begun == 1 && ag_learner_seglen(&s.l, seed)->trial);
+        iteration(&s, 140, 0, 1); /* its first chunk was planned before the timing came */
+        CHECK(s.l.ended_seed == seed && s.l.ended_side == 0);
+        uint32_t ratio = 0;
+        /* the plans take turns: the modeled plan's chunks were learned at their first sighting under it,
+         * the halving plan's before the timing but for its tail (the timing set how far it shrinks: the
+         * chunks of its last 4 operations are new), replayed from their third sighting on; from the
+         * fourth sighting on everything is replayed */
+        long replayed = 0, fallbacks = 0;
+        int verdict = 0;
+        for (int it = 0; it < 2 * AG_TRIAL_PAIRS + 4 && !verdict; it++) {
+            if (it == 3)
+                replayed = s.replayed, fallbacks = s.fallbacks;
+            iteration(&s, 140, 0, 0);
+            int side = it % 2 == 0; /* 1: the halving plan */
+            const uint32_t *want = side ? halving : model;
+            int n = side ? (int)(sizeof halving / sizeof *halving) : (int)nb, same = s.nlens == n;
+            for (int i = 0; same && i < n; i++)
+                same = s.lens[i] == want[i];
+            CHECK(same);
+            sim_op(&s, BARRIER);
+            CHECK(s.l.ended_seed == seed && s.l.ended_side == side);
+            if (it < 3)
+                continue; /* not replayed whole yet: the engine times no such sighting */
+            if (it == 3) { /* not counted: another length, no time, an unknown segment */
+                CHECK(!ag_learner_trial_time(&s.l, seed, 139, side, 1000000, &ratio));
+                CHECK(!ag_learner_trial_time(&s.l, seed, 140, side, 0, &ratio));
+                CHECK(!ag_learner_trial_time(&s.l, seed ^ 1, 140, side, 1000000, &ratio));
+                CHECK(!ag_learner_trial_time(&s.l, seed, 140, -1, 1000000, &ratio));
+                CHECK(!ag_learner_trial_time(&s.l, seed, 140, side, 5000000, &ratio)); /* replaced below */
+            }
+            /* the modeled plan 2% behind (lose) or ahead; one pair in four the other way by 10% */
+            int behind = lose != ((it - 1) / 2 % 4 == 3);
+            uint64_t ns = side ? 1000000 : behind ? (lose ? 1020000 : 1100000) : (lose ? 900000 : 980000);
+            verdict = ag_learner_trial_time(&s.l, seed, 140, side, ns, &ratio);
+        }
+        CHECK(s.l.trial_pairs == AG_TRIAL_PAIRS && verdict == (lose ? -1 : 1));
+        CHECK(lose ? ratio > 1024 : ratio < 1024);
+        CHECK(s.replayed - replayed == (long)(2 * AG_TRIAL_PAIRS) * 140 && s.fallbacks == fallbacks);
+        CHECK(ag_learner_seglen(&s.l, seed)->trial && s.l.trials_kept + s.l.trials_dropped == 0);
+        /* the verdict comes at the next end: the sighting under way keeps its plan */
+        iteration(&s, 140, 0, 0);
+        CHECK(s.nlens == (int)nb); /* the modeled plan's turn */
+        sim_op(&s, BARRIER);
+        CHECK(s.l.trials_kept == (uint64_t)!lose && s.l.trials_dropped == (uint64_t)lose);
+        CHECK(!ag_learner_seglen(&s.l, seed)->trial && s.l.ended_side == 0);
+        for (int it = 0; it < 3; it++) {
+            iteration(&s, 140, 0, 0);
+            CHECK(s.nlens == (lose ? (int)(sizeof halving / sizeof *halving) : (int)nb));
+            sim_op(&s, BARRIER);
+            CHECK(s.l.ended_side == -1);
+        }
+        /* timed again: the plan a trial dropped is refused; one it kept is taken (and tried) again */
+        ag_learner_timing(&s.l, seed, 140, 140ull * 4500, 140ull * 30000, t, &PLAN_P);
+        CHECK(s.l.models_refused == (uint64_t)lose && s.l.segments_planned == 1u + !lose);
+        CHECK(ag_learner_seglen(&s.l, seed)->nends == (lose ? 0 : nb));
+        CHECK(ag_learner_seglen(&s.l, seed)->trial == !lose && s.l.trials_begun == 1u + !lose);
+        ag_learner_destroy(&s.l);
+    }
+}
+
 /* The pace from replay (ag_learner_waited): a segment no timing planned whose barrier waited more than
  * half the time the host took to issue it, AG_PACED_WAITS replayed sightings in a row, gets the ramp
  * with no tail (the plan a timing gives a segment the GPU paces); a shorter wait starts the count again;
@@ -970,6 +1059,7 @@ int main(void)
 
     test_plan_model();
     test_plan_learner();
+    test_plan_trial();
     test_plan_waits();
     test_rest();
     test_seglen_collision();
