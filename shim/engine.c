@@ -2043,7 +2043,10 @@ static int init_engine(CUcontext ctx)
     }
     E.learner.bound_ratio = (uint32_t)ag_opt(AG_OPT_GPU_BOUND)->num;
     E.learner.model_plans = ag_opt(AG_OPT_CHUNK_PLAN)->num != AG_PLAN_HALVING;
-    E.learner.plan_trials = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL;
+    /* a trial times replayed sightings with CUPTI detached, as probes do: the modes that keep it attached
+     * keep the modeled plan untried (its trial would alternate for good) */
+    E.learner.plan_trials = ag_opt(AG_OPT_CHUNK_PLAN)->num == AG_PLAN_MODEL &&
+                            (ag_cupti_mode() == AG_CUPTI_OFF || ag_cupti_mode() == AG_CUPTI_LEARN);
     E.learner.shape_free_seeds = ag_opt(AG_OPT_SEGMENT_KEY)->num == AG_SEGKEY_SHAPE_FREE;
     E.learner.renames = ag_opt(AG_OPT_RENAME)->num == AG_RENAME_ON;
     E.rest_after = (uint32_t)ag_opt(AG_OPT_REST)->num;

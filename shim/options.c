@@ -89,7 +89,8 @@ static const ag_option_desc_t descs[AG_OPT_COUNT] = {
                            "in a row. A modeled plan is on trial: replayed sightings alternate between it and "
                            "the halving plan, each timed from its first operation to the first after its sync, "
                            "and after 16 pairs it stays only where the median pair put it ahead (else the "
-                           "halving plan comes back for that segment, for good). 'model_untried': the modeled "
+                           "halving plan comes back for that segment, for good; not with AUTOGRAPH_CUPTI=guard or "
+                           "always, which keep CUPTI attached while replaying). 'model_untried': the modeled "
                            "plan without the trial."},
     [AG_OPT_SEGMENT_KEY] = {"AUTOGRAPH_SEGMENT_KEY", AG_OPT_ENUM, "shape_free", "exact|shape_free",
                             "How the point of the iteration after a sync is named, where the work that follows "
