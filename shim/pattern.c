@@ -385,19 +385,7 @@ int ag_learner_waited(ag_learner_t *l, uint64_t seed, uint32_t ops, uint64_t hos
     return 1;
 }
 
-/* The median of n ratios (the lower middle one for even n). */
-static uint32_t median_ratio(const uint32_t *r, uint32_t n)
-{
-    uint32_t v[AG_TRIAL_PAIRS];
-    memcpy(v, r, sizeof *v * n);
-    for (uint32_t i = 1; i < n; i++)
-        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            uint32_t t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n ? v[(n - 1) / 2] : 1024;
-}
+_Static_assert(AG_TRIAL_PAIRS <= AG_MEDIAN_MAX, "a trial's pairs have one median");
 
 int ag_learner_trial_time(ag_learner_t *l, uint64_t seed, uint32_t ops, int side, uint64_t ns, uint32_t *ratio)
 {
@@ -417,7 +405,7 @@ int ag_learner_trial_time(ag_learner_t *l, uint64_t seed, uint32_t ops, int side
     l->trial_pairs++;
     if (s->ntrial < AG_TRIAL_PAIRS)
         return 0;
-    *ratio = median_ratio(s->trial_ratio, s->ntrial);
+    *ratio = ag_median32(s->trial_ratio, s->ntrial);
     s->trial_verdict = *ratio < 1024 ? 1 : -1;
     return s->trial_verdict;
 }

@@ -113,6 +113,10 @@ typedef struct {
     uint32_t plain;    /* the fastest sighting run plain before the first replay (ns, 0: none, or used) */
 } ag_profit_t;
 
+/* The median of n samples (the lower middle one for even n; 0 for none), of the first AG_MEDIAN_MAX. */
+#define AG_MEDIAN_MAX 32
+uint32_t ag_median32(const uint32_t *samples, uint32_t n);
+
 /* A sighting of the segment starts: 1 if it runs eager (a probe, or a hold after the replay lost). */
 int ag_profit_start(ag_profit_t *p);
 

@@ -16,18 +16,26 @@ static void push(uint32_t *ring, uint8_t *n, uint8_t *i, uint64_t ns)
         (*n)++;
 }
 
-/* The median of n samples (the lower middle one for even n). */
-static uint64_t median(const uint32_t *ring, uint8_t n)
+_Static_assert(AG_PROFIT_SAMPLES <= AG_MEDIAN_MAX, "a series' samples have one median");
+
+uint32_t ag_median32(const uint32_t *samples, uint32_t n)
 {
-    uint32_t v[AG_PROFIT_SAMPLES];
-    memcpy(v, ring, sizeof *v * n);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+    uint32_t v[AG_MEDIAN_MAX];
+    if (n > AG_MEDIAN_MAX)
+        n = AG_MEDIAN_MAX;
+    memcpy(v, samples, sizeof *v * n);
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
             uint32_t t = v[j];
             v[j] = v[j - 1];
             v[j - 1] = t;
         }
     return n ? v[(n - 1) / 2] : 0;
+}
+
+static uint64_t median(const uint32_t *ring, uint8_t n)
+{
+    return ag_median32(ring, n);
 }
 
 /* How far n samples typically lie from their median m: the median of their distances to it. */
