@@ -3817,8 +3817,8 @@ static int visit_live(int i)
     return E.ready && !E.ctx_ended && (!E.disabled || E.failed);
 }
 
-/* Whether the context call id names (cuCtxDestroy: ctx; a primary context's release or reset: that of
- * device dev) may be the context of the engine in use: before the call and after it alike. */
+/* Whether the context call id names (cuCtxDestroy: ctx; a primary context's reset: that of device dev)
+ * may be the context of the engine in use, asked before the call. */
 static int names_context(ag_id_t id, CUcontext ctx, CUdevice dev)
 {
     return id == AG_ID_cuCtxDestroy_v2 ? ctx == E.ctx : on_primary(dev);

@@ -33,18 +33,13 @@ uint32_t ag_median32(const uint32_t *samples, uint32_t n)
     return n ? v[(n - 1) / 2] : 0;
 }
 
-static uint64_t median(const uint32_t *ring, uint8_t n)
-{
-    return ag_median32(ring, n);
-}
-
 /* How far n samples typically lie from their median m: the median of their distances to it. */
 static uint64_t spread(const uint32_t *ring, uint8_t n, uint64_t m)
 {
     uint32_t d[AG_PROFIT_SAMPLES];
     for (int i = 0; i < n; i++)
         d[i] = clamp32(ring[i] > m ? ring[i] - m : m - ring[i]);
-    return median(d, n);
+    return ag_median32(d, n);
 }
 
 /* Eager runs against replays, by medians: the replay loses where eager was ahead by the margin, and by
@@ -52,13 +47,13 @@ static uint64_t spread(const uint32_t *ring, uint8_t n, uint64_t m)
  * its probes were ahead of their neighbours by the margin, pair by pair (the median ratio). */
 static int judge(ag_profit_t *p)
 {
-    uint64_t e = median(p->eag, p->neag), r = median(p->rep, p->nrep);
+    uint64_t e = ag_median32(p->eag, p->neag), r = ag_median32(p->rep, p->nrep);
     uint8_t n = p->series;
     p->series = 0;
     p->reps = 0;
     if (p->neag >= AG_PROFIT_SAMPLES / 2 && e * (AG_PROFIT_MARGIN + 1) < r * AG_PROFIT_MARGIN &&
         r - e > spread(p->eag, p->neag, e) + spread(p->rep, p->nrep, r) &&
-        (!n || median(p->ratio, n) * (AG_PROFIT_MARGIN + 1) < 1024u * AG_PROFIT_MARGIN)) {
+        (!n || (uint64_t)ag_median32(p->ratio, n) * (AG_PROFIT_MARGIN + 1) < 1024u * AG_PROFIT_MARGIN)) {
         p->hold = p->hold ? (p->hold * 2 > AG_PROFIT_HOLD_MAX ? AG_PROFIT_HOLD_MAX : p->hold * 2) : AG_PROFIT_HOLD;
         p->hold_left = p->hold;
         p->eager = 1;
@@ -141,7 +136,7 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
     p->smin = p->series++ && p->smin < t ? p->smin : t;
     /* k probes so far, each slower than the replays' median by more than AG_PROFIT_CLEAR_PCT / k percent;
      * or one, and the plain sighting before the replays, each by AG_PROFIT_CLEAR_ONE_PCT percent */
-    uint64_t rmed = median(p->rep, p->nrep);
+    uint64_t rmed = ag_median32(p->rep, p->nrep);
     int one = p->series == 1 && p->plain && (uint64_t)p->smin * 100 >= rmed * (100 + AG_PROFIT_CLEAR_ONE_PCT) &&
               (uint64_t)p->plain * 100 >= rmed * (100 + AG_PROFIT_CLEAR_ONE_PCT);
     if (p->series == 1)
@@ -164,6 +159,6 @@ int ag_profit_end(ag_profit_t *p, ag_run_t how, int forced, uint64_t ns)
 
 void ag_profit_medians(const ag_profit_t *p, uint64_t *eager_ns, uint64_t *replay_ns)
 {
-    *eager_ns = median(p->eag, p->neag);
-    *replay_ns = median(p->rep, p->nrep);
+    *eager_ns = ag_median32(p->eag, p->neag);
+    *replay_ns = ag_median32(p->rep, p->nrep);
 }
