@@ -250,6 +250,9 @@ static dt_pause_fn_t g_pause_fn; /* the shim's autograph_pause, where it is load
 
 static int g_verbose;
 static long g_host_us; /* --host-us: the host's own work after each launch (host-bound programs) */
+/* --long: 60-100 iterations (fewer operations each), so that what the engine decides only after many
+ * sightings of a segment (a modeled chunk plan's trial: 16 pairs of replayed sightings) comes to pass */
+static int g_long;
 static int g_sabotage; /* 0 off; else which bug to imitate (DIFFTEST_SABOTAGE) */
 static int g_observer; /* --observer: a thread that issues no work polls the program's events and streams */
 static int g_capturer; /* --capturer: a thread of a context of its own captures graphs all along */
@@ -429,8 +432,9 @@ static void generate(prog_t *p)
     p->nosync = dt_chance(r, 20);
     p->threads = dt_chance(r, 20);
 
-    /* size: 10-200 operations, 5-40 iterations, bounded work so 1000 programs take a minute */
-    p->iters = dt_range(r, 5, 40);
+    /* size: 10-200 operations, 5-40 iterations (60-100 with --long), bounded work so 1000 programs take a
+     * minute */
+    p->iters = g_long ? dt_range(r, 60, 100) : dt_range(r, 5, 40);
     int maxops = 8000 / p->iters;
     if (maxops > 200) maxops = 200;
     if (maxops < 10) maxops = 10;
@@ -1327,10 +1331,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--twoctx")) g_twoctx = 1;
         else if (!strcmp(argv[i], "--ctxchurn")) g_ctxchurn = g_twoctx = 1;
         else if (!strcmp(argv[i], "--poll")) g_poll = 1;
+        else if (!strcmp(argv[i], "--long")) g_long = 1;
         else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) g_buckets = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strcmp(argv[i], "--sabotage")) sabotage_flag = 1; /* hidden: for the self-check only */
         else {
-            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--capturer] [--oldquery] [--farquery] [--twoctx] [--ctxchurn] [--buckets N] [--poll]\n", argv[0]);
+            fprintf(stderr, "usage: %s --first S --count N [--verbose] [--host-us U] [--observer] [--capturer] [--oldquery] [--farquery] [--twoctx] [--ctxchurn] [--buckets N] [--poll] [--long]\n", argv[0]);
             return 2;
         }
     }
