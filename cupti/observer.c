@@ -14,9 +14,10 @@
  * context exists, libcupti is opened and subscribed to once, then unsubscribed ("warm"). CUPTI's first
  * subscription costs about 4 ms there, and 11-20 ms once contexts and modules exist; after it, until
  * cuptiFinalize, a subscription costs microseconds, so the first learning window no longer pays it
- * inside the loop. A warm CUPTI costs each graph launch about 5 us (kernel launches nothing measurable;
- * tests/gpu/cupti_costs.cu): the first window's detach finalizes it, and so does the program's first
- * graph capture or graph launch of its own if no window came first. Later windows subscribe afresh
+ * inside the loop. A warm CUPTI costs each graph launch about 5 us (tests/gpu/cupti_costs.cu) and each
+ * kernel launch about 100 ns (never_repeat, 3-4% on an H100 host): the first window's detach finalizes
+ * it, and so do the program's first graph capture or graph launch of its own and the engine's first rest
+ * if no window came first. Later windows subscribe afresh
  * (11-20 ms each). A profiler that subscribes later gets CUPTI: the exported cuptiSubscribe /
  * cuptiActivityRegisterCallbacks below release ours first.
  * Locking: started once under a pthread_once; attach and detach under O.lock (the engine calls them under
@@ -121,6 +122,7 @@ static struct {
      * its kernels through the activity API): attached_at, the open one's attach (0: none open) */
     uint64_t attached_ns, attached_at;
     int app_graphs; /* the program captured or launched a graph of its own */
+    int finalized_resting; /* a warm CUPTI was finalized when an engine began to rest */
 } O = {.lock = PTHREAD_MUTEX_INITIALIZER, .names_lock = PTHREAD_MUTEX_INITIALIZER, .launches = -1, .state = ST_IDLE};
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -822,26 +824,47 @@ int ag_cupti_start(void)
     return atomic_load(&O.launches) >= 0 ? 0 : -ENOENT;
 }
 
+/* Under O.lock: a CUPTI still warm from cuInit is finalized (about 2 ms, once, in the background by
+ * default); the next learning window sets it up again (11-20 ms), as every window after the first does.
+ * Returns whether it was warm. */
+static int cool(const char *when)
+{
+    if (O.state != ST_WARM)
+        return 0;
+    ag_guard++;
+    uint64_t t0 = ag_now_ns();
+    finalize();
+    O.state = ST_DETACHED;
+    O.setup_ns += ag_now_ns() - t0;
+    ag_log(AG_LOG_DEBUG, "CUPTI finalized %s (%.3f ms)", when, (double)(ag_now_ns() - t0) / 1e6);
+    ag_guard--;
+    return 1;
+}
+
 /* The program captures or launches a graph of its own (the first time). A warm CUPTI would cost each of
  * its graph launches about 5 us until a learning window's detach, which may never come: it is finalized
- * now (about 2 ms, once; a program that captures its graphs before its loop pays it there). What keeps
- * its graphs away from a finalize is GR, as for the shim's own. */
+ * now (a program that captures its graphs before its loop pays it there). What keeps its graphs away from
+ * a finalize is GR, as for the shim's own. */
 void ag_cupti_app_graph(void)
 {
     if (__atomic_load_n(&O.app_graphs, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&O.lock);
     __atomic_store_n(&O.app_graphs, 1, __ATOMIC_RELEASE);
-    if (O.state == ST_WARM) {
-        ag_guard++;
-        uint64_t t0 = ag_now_ns();
-        finalize();
-        O.state = ST_DETACHED;
-        O.setup_ns += ag_now_ns() - t0;
-        ag_log(AG_LOG_DEBUG, "CUPTI finalized at the program's first graph capture or launch (%.3f ms)",
-               (double)(ag_now_ns() - t0) / 1e6);
-        ag_guard--;
-    }
+    cool("at the program's first graph capture or launch");
+    pthread_mutex_unlock(&O.lock);
+}
+
+/* An engine rests (no work repeated lately). A program whose work never repeats opens no learning window,
+ * so its CUPTI stayed warm to the end: on an H100 host its kernel launches then cost 3-4% more than with
+ * AUTOGRAPH_CUPTI=off (never_repeat: 335.0 against 320.8 ms, medians of 9; the engine's own time was 2.0%
+ * of the driver's), about 100 ns a launch. It is finalized at the first rest. */
+void ag_cupti_resting(void)
+{
+    if (ag_opt(AG_OPT_CUPTI)->num != AG_CUPTI_LEARN || __atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM)
+        return;
+    pthread_mutex_lock(&O.lock);
+    O.finalized_resting |= cool("at the engine's first rest: no work repeated, no window came");
     pthread_mutex_unlock(&O.lock);
 }
 
@@ -951,13 +974,14 @@ void ag_cupti_stats(FILE *f)
     fprintf(f, "],\n    \"callback_ids\": %d, \"attaches\": %u, \"detaches\": %u, \"released_to_profiler\": %s,\n"
                "    \"warmed\": %s, \"warm_ms\": %.3f, \"finalizes\": %u, \"finalize_background_ms\": %.3f, "
                "\"finalize_joins_waited\": %u, \"thread_ends_waited\": %u, \"finalizes_waited_for_ends\": %u,\n"
-               "    \"app_graphs\": %s, \"graph_launches_traced\": %u, \"finalizes_holding_graphs\": %u,\n"
+               "    \"app_graphs\": %s, \"finalized_resting\": %s, \"graph_launches_traced\": %u, "
+               "\"finalizes_holding_graphs\": %u,\n"
                "    \"setup_ms\": %.3f, \"attached_ms\": %.3f, \"kernels_timed\": %llu, \"kernels_attributed\": %llu, "
                "\"kernel_us_mean\": ",
             O.nwatched, O.attaches, O.detaches, O.released_to_profiler ? "true" : "false", O.warmed ? "true" : "false",
             (double)O.warm_ns / 1e6, O.finalizes, (double)atomic_load(&F.ns) / 1e6, atomic_load(&F.joins_waited),
             atomic_load(&X.ends_waited), atomic_load(&X.finalizes_waited),
-            O.app_graphs ? "true" : "false", atomic_load(&GR.traced), atomic_load(&GR.exclusive),
+            O.app_graphs ? "true" : "false", O.finalized_resting ? "true" : "false", atomic_load(&GR.traced), atomic_load(&GR.exclusive),
             (double)O.setup_ns / 1e6,
             (double)(O.attached_ns + (O.attached_at ? ag_now_ns() - O.attached_at : 0)) / 1e6,
             (unsigned long long)O.kernels, (unsigned long long)O.kernels_attributed);

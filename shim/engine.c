@@ -1722,6 +1722,7 @@ static void rest_begin(uint32_t n, uint64_t seg_ops)
      * kernels (by about a third on the H200); the next window waits as usual. */
     if (E.cupti_learning)
         cupti_learning(0);
+    ag_cupti_resting(); /* a CUPTI still warm is finalized (it slows each kernel launch a little) */
     atomic_store(&ag_engine_on, AG_ENGINE_RESTING);
     AG_LOG_CAPPED(AG_LOG_DEBUG, "no work repeated lately: resting for %u segments (rest %llu)", n,
                   (unsigned long long)E.rest.rests);

@@ -373,6 +373,8 @@ void ag_capture_fence_fork_child(void);
 int ag_cupti_start(void);
 /* The program captures or launches a graph of its own: a CUPTI still warm from cuInit is finalized. */
 void ag_cupti_app_graph(void);
+/* An engine begins to rest (no work repeated lately): a CUPTI still warm from cuInit is finalized. */
+void ag_cupti_resting(void);
 /* Around a graph launch's driver call, the shim's or the program's: no cuptiFinalize runs meanwhile once
  * a graph was launched under the kernel activity (observer.c, GR). Paired on the calling thread; nested
  * calls take nothing more. */
