@@ -78,6 +78,9 @@
  *   destroyed first (a driver may reuse that memory). FAKECUDA_CTX_DESTROY_RETURN_US=U: a successful
  *   cuCtxDestroy sleeps U microseconds after its work is done, before it returns, so that other threads'
  *   calls (a new context given the handle among them) come while the caller's hooks wait for it.
+ * - FAKECUDA_JITTER_PCT=p (default 0): p% of the calls sleep 1-64 us before they take the fake's lock, so
+ *   that threads' calls interleave as on a host of many cores, where a two-CPU machine runs them more in
+ *   turn (difftest.directed.*_jitter, difftest.jitter).
  * - A modeled device (FAKECUDA_DEVICE_NS, default 0: off): the fake still runs work when it is observed,
  *   but each kernel, copy and memset also takes FAKECUDA_DEVICE_NS of a device that runs one operation at
  *   a time, from its launch call or when the operation before it ends, in the order submitted; a graph

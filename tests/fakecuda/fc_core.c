@@ -49,6 +49,8 @@ static void fc_once_init(void)
     fc_g.reuse_contexts = s && atoi(s) == 1;
     s = getenv("FAKECUDA_CTX_DESTROY_RETURN_US");
     fc_g.ctx_destroy_return_ns = s ? strtoull(s, NULL, 0) * 1000u : 0;
+    s = getenv("FAKECUDA_JITTER_PCT");
+    fc_g.jitter_pct = s ? (unsigned)strtoul(s, NULL, 0) : 0;
     s = getenv("FAKECUDA_STRICT_CONTEXTS");
     fc_g.strict_contexts = !s || atoi(s) != 0;
     s = getenv("FAKECUDA_LAUNCH_NS");
@@ -94,9 +96,25 @@ void fc_dev_wait(void)
         ;
 }
 
+/* FAKECUDA_JITTER_PCT=p: a call sleeps 1-64 us, in p% of the calls, before it takes the fake's lock, so that
+ * threads' calls interleave as on a host of many cores (a two-CPU machine runs them more in turn). */
+static void fc_jitter(void)
+{
+    static __thread uint64_t x;
+    if (!x)
+        x = (uint64_t)(uintptr_t)&x ^ fc_now_ns() ^ 0x9e3779b97f4a7c15ULL;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    if (x % 100 >= fc_g.jitter_pct)
+        return;
+    struct timespec t = {0, (long)(1000 + (x >> 32) % 64000)};
+    nanosleep(&t, NULL);
+}
+
 static void fc_lock(void)
 {
     pthread_once(&fc_once, fc_once_init);
+    if (fc_g.jitter_pct)
+        fc_jitter();
     pthread_mutex_lock(&fc_g.mu);
 }
 

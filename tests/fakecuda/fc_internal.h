@@ -216,6 +216,7 @@ typedef struct {
      * returns (0: not): another thread's calls meanwhile may get the destroyed context's handle (with
      * FAKECUDA_REUSE_CONTEXTS) while the caller's hooks still wait for the call to return */
     uint64_t ctx_destroy_return_ns;
+    unsigned jitter_pct; /* FAKECUDA_JITTER_PCT */
     /* FAKECUDA_STRICT_CONTEXTS (default 1): a stream, event, graph or exec handle of a destroyed context
      * given to an entry point aborts (fc_obj_valid); 0: it is refused as an invalid handle */
     int strict_contexts;
