@@ -861,7 +861,7 @@ void ag_cupti_app_graph(void)
  * of the driver's), about 100 ns a launch. It is finalized at the first rest. */
 void ag_cupti_resting(void)
 {
-    if (ag_opt(AG_OPT_CUPTI)->num != AG_CUPTI_LEARN || __atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM)
+    if (__atomic_load_n(&O.state, __ATOMIC_RELAXED) != ST_WARM) /* (only 'learn' warms it) */
         return;
     pthread_mutex_lock(&O.lock);
     O.finalized_resting |= cool("at the engine's first rest: no work repeated, no window came");
