@@ -22,14 +22,18 @@
 # forty-sixth session: generatestatic 75, cnn 64, reduceoverhead 52, compile 45, generate 41, mlp200 34,
 # gpt2 28, async 28, eager 28, profiler 28, attention 26, graphed 26, pinned 26, amp 25, owngraph 22,
 # events 22, ab 20, cupy 5; the 11 bats.sample.* 6-10 s each, 172 s with four of those beside them):
-# PY_HALF=1 or 2 sets CTEST_REGEX to one of two halves (1: the five heaviest and the two text-generation
-# tests, 474 s; 2: the rest, 417 s; a call has 600), so the whole suite takes three calls: CTEST_EXCLUDE=bats.python, then PY_HALF=1, PY_HALF=2.
-# Where device time is short (failed machine starts cost it too), PY_HALF=first is the one call that says
-# most: the 11 samples and the Python tests the issue names (mlp200, ab), gpt2 and generatestatic, with the
-# parts match and bench unless RUN_PARTS says otherwise (309 s in the forty-sixth session, 345 s on an H100
-# host in the forty-eighth, whose other two calls took 356 s: async, loader, loaderpageable, checkpoint, vmm,
-# owngraph, graphed, reduceoverhead, elf_launch, gpu_bound, contexts, unload and part torch with TORCH_REPS=1;
-# and 309 s: eager, pinned, events, amp, compile, cupy, profiler, attention, generate).
+# PY_HALF splits the suite into three device calls that together run every CTest (a call has 600 s):
+#   first: the 11 samples and the Python tests the issue names (mlp200, ab), gpt2 and generatestatic, with
+#          the parts match, bench, never_repeat and torch (TORCH_REPS 1 unless set): the one call that says
+#          most where device time is short (390 s without torch on a slow H100 host, sixtieth session);
+#   rest:  every CTest the other two leave out: the CPU tests (on a many-core host: it found a
+#          threading test's failure that two cores hide), the GPU Bats tests but the samples, and the
+#          lighter Python tests (357 of 358 in 600 s on that host before the long tests were given a
+#          COST, so that ctest starts them first: 340 s of Python tests one at a time, and tsan.threads,
+#          which builds a tree of its own, 398 s);
+#   heavy: bats.python.(gcn, cnn, cnnbf16, reduceoverhead, compile, generate) (6 + profiler in 422 s
+#          there).
+# RUN_PARTS given beside PY_HALF replaces its parts.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
 # graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, rules, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
 # build always.
@@ -37,16 +41,24 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autograph-gpu}
 want() { [[ " ${RUN_PARTS:-all} " == *" all "* || " ${RUN_PARTS:-all} " == *" $1 "* ]]; }
-py_heavy='bats[.]python[.](gcn|cnn|cnnbf16|reduceoverhead|compile|generate|generatestatic)$' # PY_HALF=1; 2: every other one
+py_heavy='bats[.]python[.](gcn|cnn|cnnbf16|reduceoverhead|compile|generate)$'
+py_first='bats[.](sample[.].*|python[.](mlp200|ab|generatestatic|gpt2))$'
 case ${PY_HALF:-} in
 '') ;;
 first)
-    CTEST_REGEX='bats[.](sample[.].*|python[.](mlp200|ab|generatestatic|gpt2))$'
-    RUN_PARTS=${RUN_PARTS:-ctest match bench}
+    CTEST_REGEX=$py_first
+    RUN_PARTS=${RUN_PARTS:-ctest match bench never_repeat torch}
+    TORCH_REPS=${TORCH_REPS:-1}
     ;;
-1) CTEST_REGEX=$py_heavy ;;
-2) CTEST_REGEX='bats[.]python[.]' CTEST_EXCLUDE=$py_heavy ;;
-*) echo "run.sh: PY_HALF must be 1, 2 or first, not '$PY_HALF'" >&2; exit 2 ;;
+rest)
+    CTEST_EXCLUDE="$py_first|$py_heavy"
+    RUN_PARTS=${RUN_PARTS:-ctest}
+    ;;
+heavy)
+    CTEST_REGEX=$py_heavy
+    RUN_PARTS=${RUN_PARTS:-ctest}
+    ;;
+*) echo "run.sh: PY_HALF must be first, rest or heavy, not '$PY_HALF'" >&2; exit 2 ;;
 esac
 own_line=- lb_line=- nr_line=- demo_rc=- bench_rc=- lbc_line=- match_line=-
 mkdir -p "$OUT"
@@ -504,16 +516,29 @@ PY
 fi
 want plan_stats && mark plan_stats "$lb_line"
 
-# never_repeat (nothing can be replayed; the issue's bound is 3% slower at most): 9 interleaved runs each
-# of plain, pass-through (AUTOGRAPH_SCOPE=off) and the default, medians of the loop time; and from the
-# statistics the engine's own time per launch against the driver's (less noisy than the loop times).
+# never_repeat (nothing can be replayed; the issue's bound is 3% slower at most): 9 rounds, each one run
+# of plain, pass-through (AUTOGRAPH_SCOPE=off), the default and AUTOGRAPH_CUPTI=off, in an order rotated
+# every round (in a fixed order, on one H100 host in the sixtieth session, the second and third runs of
+# a round were slower: pass-through, which does less than the CUPTI=off run, came out 1.119x and 1.149x
+# of plain where CUPTI=off came out 0.987x and 0.975x); medians of the loop times, medians of each
+# round's ratios to its plain run, every run's time in the order run; and from the statistics the
+# engine's own time per launch against the driver's (less noisy than the loop times).
 if want never_repeat; then
-: >"$T/nr_plain"; : >"$T/nr_off"; : >"$T/nr_shim"; : >"$T/nr_coff"
+: >"$T/nr_runs"
+nr_modes=(plain off shim coff)
 for i in 1 2 3 4 5 6 7 8 9; do
-    loop_ms "$T/nr_plain" "$BUILD/bin/never_repeat"
-    loop_ms "$T/nr_off" "$SHIM" AUTOGRAPH_SCOPE=off "$BUILD/bin/never_repeat"
-    loop_ms "$T/nr_shim" "$SHIM" AUTOGRAPH_STATS="$T/nr$i.json" "$BUILD/bin/never_repeat"
-    loop_ms "$T/nr_coff" "$SHIM" AUTOGRAPH_CUPTI=off "$BUILD/bin/never_repeat"
+    for k in 0 1 2 3; do
+        m=${nr_modes[$(((i - 1 + k) % 4))]}
+        case $m in
+        plain) nr_cmd=() ;;
+        off) nr_cmd=("$SHIM" AUTOGRAPH_SCOPE=off) ;;
+        shim) nr_cmd=("$SHIM" AUTOGRAPH_STATS="$T/nr$i.json") ;;
+        coff) nr_cmd=("$SHIM" AUTOGRAPH_CUPTI=off) ;;
+        esac
+        : >"$T/nr_one"
+        loop_ms "$T/nr_one" "${nr_cmd[@]}" "$BUILD/bin/never_repeat"
+        echo "$i $m $(head -1 "$T/nr_one")" >>"$T/nr_runs"
+    done
 done
 # and the shim against itself paused inside one process (kernels/common.h AG_AB): blocks of 10 iterations
 # each way in turn, free of the spread between processes that the loop times above carry; medians of the
@@ -526,7 +551,15 @@ done
 nr_line=$(python3 - "$T" <<'PY'
 import json, re, statistics, sys
 d = sys.argv[1]
-v = {k: [float(x) for x in open(f"{d}/nr_{k}")] for k in ("plain", "off", "shim", "coff")}
+runs = [ln.split() for ln in open(f"{d}/nr_runs")]
+runs = [(int(r[0]), r[1], float(r[2])) for r in runs if len(r) == 3]
+v = {k: [ms for _, m, ms in runs if m == k] for k in ("plain", "off", "shim", "coff")}
+rnd = {}
+for i, m, ms in runs:
+    rnd.setdefault(i, {})[m] = ms
+def paired(k):
+    r = [x[k] / x["plain"] for x in rnd.values() if k in x and "plain" in x]
+    return f"{statistics.median(r):.3f}x" if r else "-"
 if all(v.values()):
     p, o, s, c = (statistics.median(v[k]) for k in ("plain", "off", "shim", "coff"))
     st = [json.load(open(f"{d}/nr{i}.json")) for i in range(1, 10)]
@@ -542,6 +575,9 @@ if all(v.values()):
           f"the driver's {drv:.0f} ns ({100 * per / drv:.1f}%): {own:.0f} ns on each of the {through:.0f} launches "
           f"it saw, the others passed while it rested ({statistics.median(x['rests'] for x in r):.0f} rests, "
           f"{statistics.median(x['segments_rested'] for x in r):.0f} segments)")
+    print(f"| each round against its own plain run, medians of 9: pass-through {paired('off')}, default "
+          f"{paired('shim')}, AUTOGRAPH_CUPTI=off {paired('coff')}; every run in the order run (ms): "
+          + " ".join(f"{m}={ms:.0f}" for _, m, ms in runs))
 else:
     print("no loop_ms")
 ab = [(float(a), float(b)) for a, b in re.findall(r"shim ([0-9.]+) paused ([0-9.]+)", open(f"{d}/nr_ab").read())]

@@ -1,4 +1,5 @@
-"""CPU test of the Python workloads' shared helpers (report.py) and of every workload's syntax: the
+"""CPU test of the Python workloads' shared helpers (report.py) and of the syntax of every workload and
+of the Python the GPU suite's shell scripts and Bats tests run inline: the
 workloads themselves run only on a GPU (tests/bats/python.bats), so a slip in them would otherwise be
 found only there. torch is stood in for where it is not installed (the helpers only set its flags)."""
 import argparse
@@ -8,6 +9,8 @@ import io
 import json
 import os
 import py_compile
+import re
+import subprocess
 import sys
 import tempfile
 import types
@@ -21,6 +24,32 @@ with tempfile.TemporaryDirectory() as tmp:  # nothing written into the source tr
         for name in sorted(os.listdir(d)):
             if name.endswith(".py"):
                 py_compile.compile(os.path.join(d, name), cfile=os.path.join(tmp, name + "c"), doraise=True)
+
+
+def shell_python(path):
+    """The Python programs a shell script or Bats test of the GPU suite runs inline (python3 - <<'PY' ... PY), with the
+    line each starts on: a slip in one would be found only after a GPU call's minutes."""
+    lines = open(path).read().split("\n")
+    i = 0
+    while i < len(lines):
+        if re.search(r"<<-?'PY'", lines[i]):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "PY"), None)
+            assert end is not None, f"{path}:{i + 1}: a heredoc 'PY' that never ends"
+            yield i + 2, "\n".join(lines[i + 1:end])
+            i = end
+        i += 1
+
+
+inline = 0
+for d in (GPU_TOOLS, os.path.join(HERE, "..", "bats")):  # the GPU suite's scripts and Bats tests
+    for name in sorted(os.listdir(d)):
+        if name.endswith((".sh", ".bats", ".bash")):
+            if name.endswith(".sh"):  # and the shell's own syntax
+                subprocess.run(["bash", "-n", os.path.join(d, name)], check=True)
+            for line, src in shell_python(os.path.join(d, name)):
+                compile(src, f"{os.path.relpath(os.path.join(d, name), os.path.join(HERE, '..', '..'))}:{line}", "exec")
+                inline += 1
+assert inline >= 30, f"only {inline} inline Python programs found in tests/gpu and tests/bats"
 
 try:
     import torch
