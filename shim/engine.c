@@ -4099,6 +4099,7 @@ typedef struct {
     uint64_t observer_passed, observer_flushes, observer_not_ready, old_event_passed, distant_passed, distant_not_ready;
     uint64_t frees_held, frees_oom_released, stalls, build_ns, patch_ns, launch_ns, reissue_ns, copy_wait_ns;
     uint64_t eager_own_ns, eager_own_timed, eager_own_long[2], eager_own_long_ns[2], eager_own_max, eager_own_best_n;
+    uint64_t timer_ns; /* the most any engine measured for a clock read */
     double eager_own_median;
     uint64_t match_phase_ns[TS_COUNT + 1], match_phased, fallbacks[FB_COUNT];
     uint64_t pf_probes, pf_left_eager, pf_kept, pf_held, pf_probe_kernels, s_windows, s_launches;
@@ -4152,6 +4153,8 @@ static void add_totals(void *arg)
     t->reissue_ns += E.reissue_ns, t->copy_wait_ns += atomic_load(&E.copy_wait_ns);
     uint64_t own_n = atomic_load(&E.eager_own.n);
     t->eager_own_ns += atomic_load(&E.eager_own.sum), t->eager_own_timed += own_n;
+    if (E.timer_ns > t->timer_ns)
+        t->timer_ns = E.timer_ns;
     for (int k = 0; k < 2; k++) {
         t->eager_own_long[k] += atomic_load(&E.eager_own_long[k]);
         t->eager_own_long_ns[k] += atomic_load(&E.eager_own_long_ns[k]);
@@ -4329,7 +4332,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
                "    \"graphs_mixing_legacy\": %llu,\n    \"graphs_released\": %llu,\n"
                "    \"graph_launches\": %llu,\n    \"nodes_patched\": %llu,\n"
                "    \"host_ns_per_match\": %.1f,\n    \"host_ns_per_match_median\": %.1f,\n"
-               "    \"host_ns_per_match_to_lock\": %.1f,\n"
+               "    \"host_ns_per_match_to_lock\": %.1f,\n    \"host_ns_clock_read\": %llu,\n"
                "    \"host_ns_per_eager_launch\": %.1f,\n    \"host_ns_per_eager_launch_median\": %.1f,\n"
                "    \"host_ns_engine_per_eager_launch\": %.1f,\n"
                "    \"host_ns_engine_per_eager_launch_median\": %.1f,\n"
@@ -4369,7 +4372,7 @@ void ag_engine_stats(FILE *f, uint64_t launches)
             (unsigned long long)gs.released,
             (unsigned long long)t.graph_launches,
             (unsigned long long)gs.patched,
-            per_match, t.match_median, per_match_lock, per_eager, eager_median, per_own, t.eager_own_median,
+            per_match, t.match_median, per_match_lock, (unsigned long long)t.timer_ns, per_eager, eager_median, per_own, t.eager_own_median,
             (unsigned long long)t.eager_own_timed, (unsigned long long)t.eager_own_long[0], (double)t.eager_own_long_ns[0] / 1e6,
             (unsigned long long)t.eager_own_long[1], (double)t.eager_own_long_ns[1] / 1e6,
             (double)t.eager_own_max / 1e3, (unsigned long long)t.eager_kernels, per_launch,

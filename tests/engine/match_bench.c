@@ -8,7 +8,10 @@
  * second thread in strict alternation with the main thread (--threads 2), as autograd does.
  * stdout: a checksum of every result the host saw, identical with and without the shim. The shim's cost
  * is in its statistics (replay.host_ns_per_match); match_bench.sh runs it and takes medians.
- * Usage: match_bench [--iters N] [--thrash KB] [--ithrash] [--threads 1|2] [--vary PCT] [--memsets N] [--time] */
+ * With --novel every launch gets a grid new to the program, so that nothing repeats (the never_repeat
+ * sample's case): the engine's time on the launches it learns, and how many it lets pass while it rests.
+ * Usage: match_bench [--iters N] [--thrash KB] [--ithrash] [--threads 1|2] [--vary PCT] [--memsets N] [--time]
+ *        [--novel] */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <pthread.h>
@@ -95,7 +98,7 @@ static CUdeviceptr accbuf, scratch;
 static unsigned char *thrash_buf;
 static size_t thrash_bytes;
 static volatile uint64_t thrash_sink;
-static int timing;
+static int timing, novel;
 static uint64_t launch_ns, launches_timed;
 
 
@@ -168,7 +171,11 @@ static void launch(int i, int it)
         off += (k->sz[q] + 7) & ~(size_t)7;
     }
     uint64_t t0 = timing ? fc_prog_now_ns() : 0;
-    CK(cuLaunchKernel(s->f, s->grid, 1, 1, s->block, 1, 1, 0, NULL, p, NULL));
+    /* --novel: a grid new for every launch of every iteration, as in the never_repeat sample (nothing
+     * repeats: the engine learns and then rests, the launches go to the driver) */
+    unsigned grid = novel ? 1 + (unsigned)(((uint64_t)(it + 1) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL) >> 40) % 4096
+                          : s->grid;
+    CK(cuLaunchKernel(s->f, grid, 1, 1, s->block, 1, 1, 0, NULL, p, NULL));
     if (timing) {
         launch_ns += fc_prog_now_ns() - t0;
         launches_timed++;
@@ -227,9 +234,11 @@ int main(int argc, char **argv)
             timing = 1;
         else if (!strcmp(argv[a], "--ithrash"))
             ithrash_on = 1;
+        else if (!strcmp(argv[a], "--novel"))
+            novel = 1;
         else {
             fprintf(stderr, "usage: %s [--iters N] [--thrash KB] [--ithrash] [--threads 1|2] [--vary PCT] [--memsets N] "
-                            "[--time]\n",
+                            "[--time] [--novel]\n",
                     argv[0]);
             return 2;
         }

@@ -518,9 +518,10 @@ want plan_stats && mark plan_stats "$lb_line"
 
 # never_repeat (nothing can be replayed; the issue's bound is 3% slower at most): 9 rounds, each one run
 # of plain, pass-through (AUTOGRAPH_SCOPE=off), the default and AUTOGRAPH_CUPTI=off, in an order rotated
-# every round (in a fixed order, on one H100 host in the sixtieth session, the second and third runs of
-# a round were slower: pass-through, which does less than the CUPTI=off run, came out 1.119x and 1.149x
-# of plain where CUPTI=off came out 0.987x and 0.975x); medians of the loop times, medians of each
+# every round (in the fixed order plain, pass-through, default, CUPTI off, on one H100 host in the
+# sixtieth session, pass-through, which does a part of what the CUPTI=off run does, came out 1.119x and
+# 1.149x of plain where CUPTI=off came out 0.987x and 0.975x: a fixed order ties a run's place in the
+# round, and whatever drifts with it, to its mode); medians of the loop times, medians of each
 # round's ratios to its plain run, every run's time in the order run; and from the statistics the
 # engine's own time per launch against the driver's (less noisy than the loop times).
 if want never_repeat; then
@@ -566,6 +567,11 @@ if all(v.values()):
     r = [x["replay"] for x in st]
     wins = statistics.median(sum(ctx.get("learning_windows", 0) for ctx in x["replay"].get("contexts", [])) for x in st)
     own = statistics.median(x["host_ns_engine_per_eager_launch"] for x in r)
+    own_med = statistics.median(x["host_ns_engine_per_eager_launch_median"] for x in r)
+    lng = [x["eager_launches_engine_long"] for x in r]
+    lng_n = statistics.median(x["10us_1ms"] + x["over_1ms"] for x in lng)
+    lng_ms = statistics.median(x["10us_1ms_ms"] + x["over_1ms_ms"] for x in lng)
+    clk = statistics.median(x.get("host_ns_clock_read", 0) for x in r)
     per = statistics.median(x["host_ns_engine_per_launch"] for x in r)
     drv = statistics.median(x["host_ns_per_eager_launch"] for x in r)
     through = statistics.median(x["launches_eager_through_engine"] for x in r)
@@ -573,8 +579,8 @@ if all(v.values()):
           f"{wins:.0f} CUPTI learning windows) | AUTOGRAPH_CUPTI=off {c:.1f} ms ({c / p:.3f}x); "
           f"plain min-max {min(v['plain']):.0f}-{max(v['plain']):.0f} | engine {per:.0f} ns per launch against "
           f"the driver's {drv:.0f} ns ({100 * per / drv:.1f}%): {own:.0f} ns on each of the {through:.0f} launches "
-          f"it saw, the others passed while it rested ({statistics.median(x['rests'] for x in r):.0f} rests, "
-          f"{statistics.median(x['segments_rested'] for x in r):.0f} segments)")
+          f"it saw (median {own_med:.0f}; sampled launches over 10 us: {lng_n:.0f}, {lng_ms:.2f} ms), the others passed while it rested ({statistics.median(x['rests'] for x in r):.0f} rests, "
+          f"{statistics.median(x['segments_rested'] for x in r):.0f} segments; a clock read {clk:.0f} ns)")
     print(f"| each round against its own plain run, medians of 9: pass-through {paired('off')}, default "
           f"{paired('shim')}, AUTOGRAPH_CUPTI=off {paired('coff')}; every run in the order run (ms): "
           + " ".join(f"{m}={ms:.0f}" for _, m, ms in runs))
@@ -608,7 +614,9 @@ want rules && mark rules "$rules_line"
 # The matched launch on this host's CPU (fakecuda: no GPU in the timing): match_bench, shaped like a PyTorch
 # step, 5 runs each with warm caches and with 2 MB swept between launches (as cold as a PyTorch step),
 # the issuer inline (on fakecuda the issuer's graph launches share the fake's lock with the launches
-# timed). Medians of host_ns_per_match, and the phases of the last run. Then what 16 and 32 cold lines
+# timed). Medians of host_ns_per_match, and the phases of the last run; the engine's own time on the
+# launches it learns where nothing repeats (match_bench --novel: beside never_repeat's on the GPU, the
+# same path without the driver's footprint in the caches). Then what 16 and 32 cold lines
 # cost on this CPU (tests/engine/line_floor.c): the floor under a cold launch that touches that many.
 if want match; then
     match_line=$(for sweep in 0 2048; do
@@ -617,6 +625,9 @@ if want match; then
         AUTOGRAPH_ISSUER=inline bash tests/engine/match_bench.sh "$BUILD" check --iters 300 --thrash "$sweep" | grep phases | tr '\n' ' '
         printf '| '
     done
+    printf 'nothing repeating (--novel), 2 MB swept: '
+    AUTOGRAPH_ISSUER=inline bash tests/engine/match_bench.sh "$BUILD" novel --iters 300 --thrash 2048 | tr '\n' ' '
+    printf '| '
     "$BUILD/bin/line_floor" 16 | tr '\n' ' '
     "$BUILD/bin/line_floor" 32)
 fi
