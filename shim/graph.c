@@ -255,6 +255,7 @@ static struct thread_stage *thread_stage(void)
         *st = (struct thread_stage){NULL, NULL}; /* an earlier context's, gone with it */
     tls_stage_gen[i] = G.gen;
     if (!st->buf && !st->ev) {
+        ag_thread_exit_arm(); /* ag_graph_thread_exit hands them back */
         pthread_mutex_lock(&spare_lock);
         if (G.nspare)
             *st = G.spare[--G.nspare];

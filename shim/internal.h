@@ -186,6 +186,13 @@ static inline void ag_count(ag_id_t id)
         atomic_store_explicit(&t->n[id], atomic_load_explicit(&t->n[id], memory_order_relaxed) + 1,
                               memory_order_relaxed);
 }
+/* A thread that gets a per-thread buffer of the shim's (record.c, graph.c) without having made a hooked call
+ * (one that only calls autograph_pause, say) is registered here, so that its exit frees the buffer. */
+static inline void ag_thread_exit_arm(void)
+{
+    if (AG_UNLIKELY(!ag_tc))
+        (void)ag_tcount_attach();
+}
 /* Host times (ns) of sampled calls: their count, sum, and the last AG_SAMPLER_RING of them for a median
  * that a few slow ones (a kernel's first launch loading its module, hundreds of us) do not move.
  * Lock-free: concurrent adds may interleave in the ring, which only reorders samples. */

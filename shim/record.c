@@ -53,6 +53,7 @@ void **ag_param_ptrs(const ag_layout_t *lay, unsigned char *args)
             return NULL;
         ptrs = p;
         cap_ptrs = lay->nparams;
+        ag_thread_exit_arm(); /* ag_record_thread_exit frees it */
     }
     for (uint32_t i = 0; i < lay->nparams; i++)
         ptrs[i] = args + lay->p[i].off;
@@ -368,7 +369,23 @@ void ag_unload_free(ag_unload_t *u)
  * parameters differ, so their layouts are asked for again at each such kernel's next launch; the others
  * stay. The table is laid out anew without them (a layout sits within LAYOUT_PROBES slots of its own, with
  * no gap before it): a lookup meanwhile finds its layout or none, and then waits for the lock and looks
- * again. The old layouts stay allocated (held operations and graphs point to them; an unload is rare). */
+ * again. The old layouts stay allocated (held operations and graphs point to them; an unload is rare), on a
+ * list of their own. */
+static ag_layout_t **forgotten; /* the old layouts, listed (under layouts_lock) so that none is lost */
+static size_t nforgotten, cap_forgotten;
+
+static void forget_one(ag_layout_t *l)
+{
+    if (nforgotten == cap_forgotten) {
+        size_t cap = cap_forgotten ? 2 * cap_forgotten : 64;
+        ag_layout_t **p = realloc(forgotten, sizeof *p * cap);
+        if (!p)
+            return; /* it stays allocated, unlisted */
+        forgotten = p, cap_forgotten = cap;
+    }
+    forgotten[nforgotten++] = l;
+}
+
 void ag_layouts_forget(const ag_unload_t *u)
 {
     pthread_mutex_lock(&layouts_lock);
@@ -378,17 +395,21 @@ void ag_layouts_forget(const ag_unload_t *u)
         ag_layout_t *l = __atomic_load_n(&ag_layouts[i], __ATOMIC_ACQUIRE);
         if (l && keep && !ag_unload_has(u, l->handle))
             keep[n++] = l;
+        else if (l)
+            forget_one(l);
         __atomic_store_n(&ag_layouts[i], NULL, __ATOMIC_RELEASE);
     }
     /* each back where a lookup meets it first (where none is left in reach, its kernel is not held back,
      * as a new kernel is not in a crowded table) */
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t h = ag_layout_slot((CUfunction)keep[i]->handle);
-        for (uint32_t probe = 0; probe < LAYOUT_PROBES; probe++, h = (h + 1) % AG_LAYOUT_SLOTS)
+        uint32_t h = ag_layout_slot((CUfunction)keep[i]->handle), probe = 0;
+        for (; probe < LAYOUT_PROBES; probe++, h = (h + 1) % AG_LAYOUT_SLOTS)
             if (!ag_layouts[h]) {
                 __atomic_store_n(&ag_layouts[h], keep[i], __ATOMIC_RELEASE);
                 break;
             }
+        if (probe == LAYOUT_PROBES)
+            forget_one(keep[i]);
     }
     free(keep);
     pthread_mutex_unlock(&layouts_lock);

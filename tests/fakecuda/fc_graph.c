@@ -682,6 +682,7 @@ static CUresult fc_end_capture(CUstream hs, int ptds, CUgraph *out)
     /* Only active captures are looked at (every legacy-stream submission walks them): an ended one
      * leaves the list, and stays allocated for the events recorded in it (their cap, now inactive). */
     fc_vec_remove((void **)fc_g.caps, &fc_g.ncaps, c);
+    (void)fc_vec_push((void **)&fc_g.ended_caps, &fc_g.nended_caps, sizeof(c), &c); /* (unlisted if no memory) */
     if (r) {
         if (c->owns_graph) fc_graph_release(c->g);
         *out = NULL;

@@ -193,6 +193,8 @@ typedef struct {
     uint64_t seq, clock, next_stream_id, next_capture_id;
     fc_capture **caps;
     size_t ncaps;
+    fc_capture **ended_caps; /* ended captures, kept for the events recorded in them (and reachable: no leak) */
+    size_t nended_caps;
     CUresult async_err;
     int query_not_ready;
     /* FAKECUDA_REUSE_HANDLES=1: the function handles of an unloaded module are given to the kernels of
