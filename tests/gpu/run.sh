@@ -33,6 +33,9 @@
 #          which builds a tree of its own, 398 s);
 #   heavy: bats.python.(gcn, cnn, cnnbf16, reduceoverhead, compile, generate) (6 + profiler in 422 s
 #          there).
+# On an H200 host (sixty-first session), whole calls: first with TORCH_REPS=3 and parts ctest, torch,
+# never_repeat, match 407 s (ctest 166, torch 159); heavy with part bench 403 s (ctest 308, bench 93); rest
+# 347 s (ctest 345, tsan.threads 299 of it).
 # RUN_PARTS given beside PY_HALF replaces its parts.
 # RUN_PARTS (default "all") runs only some parts: ctest (CTEST_REGEX and CTEST_EXCLUDE restrict it), torch, amp,
 # graphed (OWN_REPS, OLD_SRC), issuer, gcn, cnn (CNN_REPS), probes, plans (PLAN_REPS), own_graph, plan_stats, never_repeat, match, rules, multi (MULTI_REPS; 2 GPUs), gen (GEN_REPS, GEN_STEPS, GEN_LAUNCH), bench; the
