@@ -3342,13 +3342,9 @@ CUresult ag_engine_free_async(ag_id_t id, CUdeviceptr p, CUstream s)
     CUstream ns = norm_stream(s);
     int plain = known && !per_thread(id, s) && (!E.cur_stream || ns == E.cur_stream);
     if (plain && E.npending && atomic_load_explicit(&ag_engine_on, memory_order_relaxed) == AG_ENGINE_ACTIVE) {
-        if (E.nfrees == E.cap_frees) {
-            uint32_t cap = E.cap_frees ? 2 * E.cap_frees : 64;
-            struct held_free *f = realloc(E.frees, sizeof *f * cap);
-            if (f)
-                E.frees = f, E.cap_frees = cap;
-        }
-        if (E.nfrees < E.cap_frees) {
+        struct held_free *f = ag_grow(E.frees, E.nfrees, &E.cap_frees, sizeof *f, 64);
+        if (f) {
+            E.frees = f;
             E.frees[E.nfrees++] = (struct held_free){p, s, id, E.npending};
             E.frees_held++;
             note_hold();

@@ -296,16 +296,13 @@ void ag_graph_thread_exit(void)
         if (!tls_stage[i].buf && !tls_stage[i].ev)
             continue;
         pthread_mutex_lock(&spare_lock);
-        if (tls_stage_gen[i] != Gs[i].gen) {
-            /* freed with its context */
-        } else if (Gs[i].nspare == Gs[i].cap_spare) {
-            uint32_t cap = Gs[i].cap_spare ? 2 * Gs[i].cap_spare : 4;
-            struct thread_stage *p = realloc(Gs[i].spare, sizeof *p * cap);
-            if (p)
-                Gs[i].spare = p, Gs[i].cap_spare = cap;
+        if (tls_stage_gen[i] == Gs[i].gen) { /* else freed with its context */
+            struct thread_stage *p = ag_grow(Gs[i].spare, Gs[i].nspare, &Gs[i].cap_spare, sizeof *p, 4);
+            if (p) {
+                Gs[i].spare = p;
+                Gs[i].spare[Gs[i].nspare++] = tls_stage[i];
+            }
         }
-        if (tls_stage_gen[i] == Gs[i].gen && Gs[i].nspare < Gs[i].cap_spare)
-            Gs[i].spare[Gs[i].nspare++] = tls_stage[i];
         pthread_mutex_unlock(&spare_lock);
         tls_stage[i] = (struct thread_stage){NULL, NULL};
     }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "log.h"
@@ -185,6 +186,19 @@ static inline void ag_count(ag_id_t id)
     if (AG_LIKELY(t != NULL))
         atomic_store_explicit(&t->n[id], atomic_load_explicit(&t->n[id], memory_order_relaxed) + 1,
                               memory_order_relaxed);
+}
+/* Room for one more element in arr, an array of n used of *cap, of elem bytes each: arr itself while there is
+ * room, else arr grown to twice *cap (first where *cap is 0) and *cap with it, or NULL where there is no
+ * memory (arr and *cap then unchanged). Not for the launch path: it may allocate. */
+static inline void *ag_grow(void *arr, uint32_t n, uint32_t *cap, size_t elem, uint32_t first)
+{
+    if (n < *cap)
+        return arr;
+    uint32_t c = *cap ? 2 * *cap : first;
+    void *p = realloc(arr, elem * c);
+    if (p)
+        *cap = c;
+    return p;
 }
 /* A thread that gets a per-thread buffer of the shim's (record.c, graph.c) without having made a hooked call
  * (one that only calls autograph_pause, say) is registered here, so that its exit frees the buffer. */

@@ -313,15 +313,12 @@ static int unloaded_with(const ag_layout_t *l, int library, const void *handle, 
 /* Adds handle h to u (cap: its room); where there is no memory for it, u names every kernel (all). */
 static void unload_add(ag_unload_t *u, uint32_t *cap, const void *h)
 {
-    if (u->n == *cap) {
-        uint32_t c = *cap ? *cap * 2 : 64;
-        const void **p = realloc(u->h, sizeof *p * c);
-        if (!p) {
-            u->all = 1; /* no room to say which: all */
-            return;
-        }
-        u->h = p, *cap = c;
+    const void **p = ag_grow(u->h, u->n, cap, sizeof *p, 64);
+    if (!p) {
+        u->all = 1; /* no room to say which: all */
+        return;
     }
+    u->h = p;
     u->h[u->n++] = h;
 }
 
@@ -372,17 +369,14 @@ void ag_unload_free(ag_unload_t *u)
  * again. The old layouts stay allocated (held operations and graphs point to them; an unload is rare), on a
  * list of their own. */
 static ag_layout_t **forgotten; /* the old layouts, listed (under layouts_lock) so that none is lost */
-static size_t nforgotten, cap_forgotten;
+static uint32_t nforgotten, cap_forgotten;
 
 static void forget_one(ag_layout_t *l)
 {
-    if (nforgotten == cap_forgotten) {
-        size_t cap = cap_forgotten ? 2 * cap_forgotten : 64;
-        ag_layout_t **p = realloc(forgotten, sizeof *p * cap);
-        if (!p)
-            return; /* it stays allocated, unlisted */
-        forgotten = p, cap_forgotten = cap;
-    }
+    ag_layout_t **p = ag_grow(forgotten, nforgotten, &cap_forgotten, sizeof *p, 64);
+    if (!p)
+        return; /* it stays allocated, unlisted */
+    forgotten = p;
     forgotten[nforgotten++] = l;
 }
 
